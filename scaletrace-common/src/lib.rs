@@ -1,0 +1,260 @@
+//! Types shared by the eBPF programs and the userspace loader.
+//!
+//! Everything here is `#[repr(C)]` plain data: the kernel writes these bytes into maps and the
+//! ring buffer, userspace reads them back. Change a layout on both sides at once (they are built
+//! from this one crate, so they cannot drift).
+#![no_std]
+
+/// `AF_INET` / `AF_INET6` as the kernel reports them.
+pub const AF_INET: u16 = 2;
+pub const AF_INET6: u16 = 10;
+
+/// Ring buffer record kinds; every record starts with an [`EventHeader`].
+pub const EVENT_FLOW_END: u32 = 1;
+pub const EVENT_RTT_SAMPLE: u32 = 2;
+pub const EVENT_RETRANSMIT: u32 = 3;
+pub const EVENT_STATE_CHANGE: u32 = 4;
+/// Number of event kinds plus one (index 0 unused), sizing the per-kind counters.
+pub const EVENT_KINDS: u32 = 5;
+
+/// Per-CPU counter slots in the `STATS` map: `base + kind`.
+pub const STAT_EMITTED: u32 = 0;
+pub const STAT_RING_FULL: u32 = EVENT_KINDS;
+pub const STAT_RATE_LIMITED: u32 = 2 * EVENT_KINDS;
+/// Flows that did not pass the filters (counted once per connection).
+pub const STAT_FILTERED_FLOWS: u32 = 3 * EVENT_KINDS;
+/// Flows that could not be tracked because the flow map was full.
+pub const STAT_FLOW_MAP_FULL: u32 = 3 * EVENT_KINDS + 1;
+pub const STAT_SLOTS: u32 = 3 * EVENT_KINDS + 2;
+
+/// Capacity of the in-kernel flow table.
+pub const MAX_FLOWS: u32 = 65_536;
+
+/// Flow direction, from the sock_ops callback that opened it.
+pub const DIRECTION_ACTIVE: u8 = 1;
+pub const DIRECTION_PASSIVE: u8 = 2;
+
+/// Field offsets of a TCP/sock tracepoint record, read from tracefs `format` files at load time
+/// because they differ between kernel versions. `ABSENT` marks a field the kernel lacks.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TracepointOffsets {
+    pub skaddr: u16,
+    pub oldstate: u16,
+    pub newstate: u16,
+    pub sport: u16,
+    pub dport: u16,
+    pub family: u16,
+    pub protocol: u16,
+    pub saddr: u16,
+    pub daddr: u16,
+    pub saddr_v6: u16,
+    pub daddr_v6: u16,
+}
+
+impl TracepointOffsets {
+    pub const ABSENT: u16 = u16::MAX;
+    pub const NONE: Self = Self {
+        skaddr: Self::ABSENT,
+        oldstate: Self::ABSENT,
+        newstate: Self::ABSENT,
+        sport: Self::ABSENT,
+        dport: Self::ABSENT,
+        family: Self::ABSENT,
+        protocol: Self::ABSENT,
+        saddr: Self::ABSENT,
+        daddr: Self::ABSENT,
+        saddr_v6: Self::ABSENT,
+        daddr_v6: Self::ABSENT,
+    };
+}
+
+/// Capture configuration, written into the eBPF object's `CONFIG` global before load.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// Only flows with the local or the remote port in `[port_min, port_max]`.
+    pub port_min: u16,
+    pub port_max: u16,
+    /// CIDR filter on the local or remote address; `cidr_family == 0` disables it.
+    pub cidr_family: u16,
+    pub cidr_prefix_len: u16,
+    pub cidr_addr: [u8; 16],
+    /// Only flows in this network namespace (its cookie); 0 = any namespace.
+    pub netns_cookie: u64,
+    /// Minimum spacing of RTT samples sent to userspace per flow; every RTT update is still
+    /// aggregated in the kernel flow table.
+    pub rtt_sample_interval_ns: u64,
+    /// Per-CPU token bucket for per-packet events (retransmits): refill rate and burst.
+    pub retransmit_events_per_sec: u64,
+    pub retransmit_burst: u64,
+    pub retransmit_tp: TracepointOffsets,
+    pub synack_tp: TracepointOffsets,
+    pub state_tp: TracepointOffsets,
+    pub _pad: [u8; 6],
+}
+
+impl Config {
+    pub const DEFAULT: Self = Self {
+        port_min: 0,
+        port_max: u16::MAX,
+        cidr_family: 0,
+        cidr_prefix_len: 0,
+        cidr_addr: [0; 16],
+        netns_cookie: 0,
+        rtt_sample_interval_ns: 10_000_000,
+        retransmit_events_per_sec: 100_000,
+        retransmit_burst: 10_000,
+        retransmit_tp: TracepointOffsets::NONE,
+        synack_tp: TracepointOffsets::NONE,
+        state_tp: TracepointOffsets::NONE,
+        _pad: [0; 6],
+    };
+}
+
+/// A TCP connection seen from the local socket. IPv4 addresses sit in the first 4 bytes of the
+/// address arrays; the rest is zero so the struct can be a hash key.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FlowTuple {
+    pub family: u16,
+    pub local_port: u16,
+    pub remote_port: u16,
+    pub _pad: u16,
+    pub local_addr: [u8; 16],
+    pub remote_addr: [u8; 16],
+}
+
+/// Per-flow aggregate kept in the kernel `FLOWS` map (keyed by socket cookie), so that every RTT
+/// update and retransmit is counted without crossing the ring buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FlowStats {
+    pub tuple: FlowTuple,
+    pub cookie: u64,
+    pub netns_cookie: u64,
+    /// Kernel monotonic ns of connect() (active) or of the accept-side establishment (passive).
+    pub start_ns: u64,
+    /// Kernel monotonic ns of the transition to CLOSE; 0 while open.
+    pub end_ns: u64,
+    /// Last RTT sample sent to userspace, for per-flow sampling.
+    pub last_sample_ns: u64,
+    pub bytes_acked: u64,
+    pub bytes_received: u64,
+    pub srtt_sum_us: u64,
+    pub pid: u32,
+    pub segs_out: u32,
+    pub segs_in: u32,
+    pub data_segs_out: u32,
+    pub data_segs_in: u32,
+    pub total_retrans: u32,
+    /// Retransmit callbacks seen for this flow (each a retransmitted segment batch).
+    pub retrans_events: u32,
+    pub rtt_count: u32,
+    pub srtt_min_us: u32,
+    pub srtt_max_us: u32,
+    pub srtt_last_us: u32,
+    pub min_rtt_us: u32,
+    pub comm: [u8; 16],
+    pub direction: u8,
+    /// 1 when the flow closed but its end event could not be sent: userspace sweeps these.
+    pub closed_unsent: u8,
+    pub _pad: [u8; 6],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EventHeader {
+    pub kind: u32,
+    pub _pad: u32,
+    /// Kernel monotonic ns (bpf_ktime_get_ns).
+    pub ts_ns: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FlowEndEvent {
+    pub header: EventHeader,
+    pub stats: FlowStats,
+}
+
+/// A sampled RTT/congestion snapshot from the sock_ops RTT callback.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RttSampleEvent {
+    pub header: EventHeader,
+    pub cookie: u64,
+    pub bytes_acked: u64,
+    pub bytes_received: u64,
+    pub srtt_us: u32,
+    pub min_rtt_us: u32,
+    pub snd_cwnd: u32,
+    pub snd_ssthresh: u32,
+    pub packets_out: u32,
+    pub retrans_out: u32,
+    pub lost_out: u32,
+    pub sacked_out: u32,
+    pub total_retrans: u32,
+    pub mss: u32,
+    pub rate_delivered: u32,
+    pub rate_interval_us: u32,
+}
+
+/// One `tcp:tcp_retransmit_skb` or `tcp:tcp_retransmit_synack` hit.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RetransmitEvent {
+    pub header: EventHeader,
+    pub tuple: FlowTuple,
+    /// Socket cookie of the tracked flow; 0 when the flow is not tracked (SYN-ACKs).
+    pub cookie: u64,
+    /// TCP state (include/net/tcp_states.h numbering); 0 when the tracepoint has none.
+    pub state: u32,
+    /// 1 for a SYN-ACK retransmit.
+    pub synack: u32,
+}
+
+/// One `sock:inet_sock_set_state` transition of a tracked TCP flow.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StateChangeEvent {
+    pub header: EventHeader,
+    pub tuple: FlowTuple,
+    /// Socket cookie of the tracked flow.
+    pub cookie: u64,
+    pub oldstate: u32,
+    pub newstate: u32,
+    /// Current task when the transition ran; meaningful only in process context (connect,
+    /// close), where userspace uses it to attribute the flow.
+    pub pid: u32,
+    pub _pad: u32,
+    pub comm: [u8; 16],
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use core::mem::size_of;
+
+    // Sizes with no implicit padding: the kernel and userspace must agree byte for byte.
+    #[test]
+    fn structs_have_no_hidden_padding() {
+        assert_eq!(size_of::<TracepointOffsets>(), 22);
+        assert_eq!(size_of::<Config>(), 128);
+        assert_eq!(size_of::<FlowTuple>(), 40);
+        assert_eq!(size_of::<FlowStats>(), 176);
+        assert_eq!(size_of::<EventHeader>(), 16);
+        assert_eq!(size_of::<RttSampleEvent>(), 88);
+        assert_eq!(size_of::<RetransmitEvent>(), 72);
+        assert_eq!(size_of::<StateChangeEvent>(), 96);
+    }
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    use super::*;
+    // SAFETY: all are repr(C) plain data with explicit padding fields and no invalid bit patterns.
+    unsafe impl aya::Pod for Config {}
+    unsafe impl aya::Pod for FlowTuple {}
+    unsafe impl aya::Pod for FlowStats {}
+}

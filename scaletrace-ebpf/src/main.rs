@@ -1,0 +1,554 @@
+//! scaletrace kernel side.
+//!
+//! * `scaletrace_sockops` (sock_ops, attached to a cgroup v2): the flow table. It applies the
+//!   filters once per connection, keeps per-flow aggregates in `FLOWS` (so per-packet work never
+//!   crosses the ring buffer), sends sampled RTT snapshots, and a flow-end record at close.
+//! * `tcp_retransmit_skb` / `tcp_retransmit_synack` tracepoints: one event per retransmit,
+//!   under a per-CPU token bucket.
+//! * `inet_sock_set_state` tracepoint: state transitions of tracked flows with the current task,
+//!   which attributes the flow to the process that closes it.
+//!
+//! Tracepoint field offsets come from userspace (`CONFIG`), read from tracefs at load time,
+//! because they change between kernel versions and Rust eBPF has no CO-RE.
+#![no_std]
+#![no_main]
+
+use aya_ebpf::{
+    bindings::{
+        BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB, BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB,
+        BPF_SOCK_OPS_RETRANS_CB, BPF_SOCK_OPS_RETRANS_CB_FLAG, BPF_SOCK_OPS_RTT_CB,
+        BPF_SOCK_OPS_RTT_CB_FLAG, BPF_SOCK_OPS_STATE_CB, BPF_SOCK_OPS_STATE_CB_FLAG,
+        BPF_SOCK_OPS_TCP_CONNECT_CB,
+    },
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_netns_cookie,
+        bpf_get_socket_cookie, bpf_ktime_get_ns,
+    },
+    macros::{map, sock_ops, tracepoint},
+    maps::{HashMap, PerCpuArray, RingBuf},
+    programs::{SockOpsContext, TracePointContext},
+    EbpfContext,
+};
+use scaletrace_common::*;
+
+const TCP_CLOSE: u32 = 7;
+const IPPROTO_TCP: u16 = 6;
+
+#[unsafe(no_mangle)]
+static CONFIG: Config = Config::DEFAULT;
+
+#[map]
+static EVENTS: RingBuf = RingBuf::with_byte_size(8 * 1024 * 1024, 0);
+
+/// Socket cookie -> per-flow aggregate.
+#[map]
+static FLOWS: HashMap<u64, FlowStats> = HashMap::with_max_entries(MAX_FLOWS, 0);
+
+/// Tuple of a tracked flow -> socket cookie; lets the tracepoints (which see no cookie and no
+/// namespace) apply exactly the filters sock_ops applied.
+#[map]
+static TRACKED: HashMap<FlowTuple, u64> = HashMap::with_max_entries(MAX_FLOWS, 0);
+
+/// Per-CPU scratch space for building a flow entry: a FlowStats does not fit on the stack next
+/// to everything else the sock_ops program keeps there.
+#[map]
+static SCRATCH_FLOW: PerCpuArray<FlowStats> = PerCpuArray::with_max_entries(1, 0);
+
+#[map]
+static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(STAT_SLOTS, 0);
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct TokenBucket {
+    tokens: u64,
+    last_ns: u64,
+}
+
+#[map]
+static RETRANSMIT_BUCKET: PerCpuArray<TokenBucket> = PerCpuArray::with_max_entries(1, 0);
+
+/// Reads one `CONFIG` field. Volatile: the loader rewrites this read-only global, so the
+/// compiler must not fold in the defaults; per field, so no 128-byte copy lands on the stack.
+macro_rules! cfg {
+    ($($field:tt)+) => {
+        unsafe { core::ptr::read_volatile(&CONFIG.$($field)+) }
+    };
+}
+
+#[inline(always)]
+fn count(slot: u32) {
+    if let Some(ptr) = STATS.get_ptr_mut(slot) {
+        unsafe { *ptr += 1 };
+    }
+}
+
+#[inline(always)]
+fn header(kind: u32) -> EventHeader {
+    EventHeader {
+        kind,
+        _pad: 0,
+        ts_ns: unsafe { bpf_ktime_get_ns() },
+    }
+}
+
+/// Writes `event` to the ring buffer, counting success or a full-ring drop for `kind`.
+#[inline(always)]
+fn emit<T: 'static>(kind: u32, event: T) -> bool {
+    match EVENTS.reserve::<T>(0) {
+        Some(mut entry) => {
+            entry.write(event);
+            entry.submit(0);
+            count(STAT_EMITTED + kind);
+            true
+        }
+        None => {
+            count(STAT_RING_FULL + kind);
+            false
+        }
+    }
+}
+
+#[inline(always)]
+fn port_matches(tuple: &FlowTuple) -> bool {
+    let (lo, hi) = (cfg!(port_min), cfg!(port_max));
+    let in_range = |p: u16| p >= lo && p <= hi;
+    in_range(tuple.local_port) || in_range(tuple.remote_port)
+}
+
+#[inline(always)]
+fn addr_in_cidr(family: u16, addr: &[u8; 16]) -> bool {
+    if family != cfg!(cidr_family) {
+        return false;
+    }
+    let bits = cfg!(cidr_prefix_len) as usize;
+    let mut i = 0;
+    while i < 16 {
+        let start = i * 8;
+        if start >= bits {
+            break;
+        }
+        let mask: u8 = if bits - start >= 8 {
+            0xff
+        } else {
+            0xffu8 << (8 - (bits - start))
+        };
+        if (addr[i] ^ cfg!(cidr_addr[i])) & mask != 0 {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+#[inline(always)]
+fn cidr_matches(tuple: &FlowTuple) -> bool {
+    cfg!(cidr_family) == 0
+        || addr_in_cidr(tuple.family, &tuple.local_addr)
+        || addr_in_cidr(tuple.family, &tuple.remote_addr)
+}
+
+// ---------------------------------------------------------------------------------------------
+// sock_ops: the flow table
+// ---------------------------------------------------------------------------------------------
+
+#[sock_ops]
+pub fn scaletrace_sockops(ctx: SockOpsContext) -> u32 {
+    let _ = handle_sockops(&ctx);
+    1
+}
+
+#[inline(always)]
+fn sockops_tuple(ops: *const aya_ebpf::bindings::bpf_sock_ops) -> FlowTuple {
+    // Every ctx field is loaded unconditionally and straight from the ctx pointer: the verifier
+    // rejects loads through a ctx pointer the compiler has offset and carried across a branch.
+    let (family, local_port, remote_raw, local4, remote4, local6, remote6) = unsafe {
+        (
+            core::ptr::read_volatile(&(*ops).family),
+            core::ptr::read_volatile(&(*ops).local_port),
+            core::ptr::read_volatile(&(*ops).remote_port),
+            core::ptr::read_volatile(&(*ops).local_ip4),
+            core::ptr::read_volatile(&(*ops).remote_ip4),
+            [
+                core::ptr::read_volatile(&(*ops).local_ip6[0]),
+                core::ptr::read_volatile(&(*ops).local_ip6[1]),
+                core::ptr::read_volatile(&(*ops).local_ip6[2]),
+                core::ptr::read_volatile(&(*ops).local_ip6[3]),
+            ],
+            [
+                core::ptr::read_volatile(&(*ops).remote_ip6[0]),
+                core::ptr::read_volatile(&(*ops).remote_ip6[1]),
+                core::ptr::read_volatile(&(*ops).remote_ip6[2]),
+                core::ptr::read_volatile(&(*ops).remote_ip6[3]),
+            ],
+        )
+    };
+    let mut tuple = FlowTuple {
+        family: family as u16,
+        local_port: local_port as u16,
+        remote_port: remote_port(remote_raw),
+        ..FlowTuple::default()
+    };
+    if tuple.family == AF_INET {
+        tuple.local_addr[..4].copy_from_slice(&local4.to_ne_bytes());
+        tuple.remote_addr[..4].copy_from_slice(&remote4.to_ne_bytes());
+    } else {
+        let mut i = 0;
+        while i < 4 {
+            tuple.local_addr[i * 4..i * 4 + 4].copy_from_slice(&local6[i].to_ne_bytes());
+            tuple.remote_addr[i * 4..i * 4 + 4].copy_from_slice(&remote6[i].to_ne_bytes());
+            i += 1;
+        }
+    }
+    tuple
+}
+
+/// `remote_port` is network byte order; since Linux 5.? the kernel places it in the upper 16 bits
+/// of the u32 (on little endian), older kernels in the lower 16 bits.
+#[inline(always)]
+fn remote_port(raw: u32) -> u16 {
+    if raw & 0xffff == 0 {
+        u32::from_be(raw) as u16
+    } else {
+        u16::from_be(raw as u16)
+    }
+}
+
+#[inline(always)]
+fn handle_sockops(ctx: &SockOpsContext) -> Result<(), i64> {
+    let op = ctx.op();
+    let family = ctx.family() as u16;
+    if family != AF_INET && family != AF_INET6 {
+        return Ok(());
+    }
+    match op {
+        BPF_SOCK_OPS_TCP_CONNECT_CB => start_flow(ctx, DIRECTION_ACTIVE),
+        BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB => {
+            // Connect happened before we attached, or the flow was not created: try now.
+            let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+            if unsafe { FLOWS.get(cookie) }.is_none() {
+                start_flow(ctx, DIRECTION_ACTIVE)?;
+            }
+            Ok(())
+        }
+        BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB => start_flow(ctx, DIRECTION_PASSIVE),
+        BPF_SOCK_OPS_RTT_CB => on_rtt(ctx),
+        BPF_SOCK_OPS_RETRANS_CB => on_retransmit(ctx),
+        BPF_SOCK_OPS_STATE_CB => {
+            if ctx.arg(1) == TCP_CLOSE {
+                end_flow(ctx)
+            } else {
+                Ok(())
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+#[inline(always)]
+fn start_flow(ctx: &SockOpsContext, direction: u8) -> Result<(), i64> {
+    let tuple = sockops_tuple(ctx.ops);
+    let netns_cookie = unsafe { bpf_get_netns_cookie(ctx.as_ptr()) };
+    let wanted_netns = cfg!(netns_cookie);
+    if !port_matches(&tuple)
+        || !cidr_matches(&tuple)
+        || (wanted_netns != 0 && wanted_netns != netns_cookie)
+    {
+        count(STAT_FILTERED_FLOWS);
+        return Ok(());
+    }
+    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+    let Some(scratch) = SCRATCH_FLOW.get_ptr_mut(0) else {
+        return Ok(());
+    };
+    let stats = unsafe { &mut *scratch };
+    // Reset every field: the scratch slot still holds the previous flow of this CPU.
+    unsafe { core::ptr::write_bytes(scratch, 0, 1) };
+    stats.tuple = tuple;
+    stats.cookie = cookie;
+    stats.netns_cookie = netns_cookie;
+    stats.start_ns = unsafe { bpf_ktime_get_ns() };
+    stats.srtt_min_us = u32::MAX;
+    stats.direction = direction;
+    if FLOWS.insert(cookie, &*stats, 0).is_err() {
+        count(STAT_FLOW_MAP_FULL);
+        return Ok(());
+    }
+    let _ = TRACKED.insert(tuple, cookie, 0);
+    // Only matching flows pay for the per-ACK callbacks.
+    let flags = ctx.cb_flags()
+        | BPF_SOCK_OPS_RTT_CB_FLAG
+        | BPF_SOCK_OPS_STATE_CB_FLAG
+        | BPF_SOCK_OPS_RETRANS_CB_FLAG;
+    ctx.set_cb_flags(flags as i32).map_err(|e| e as i64)
+}
+
+/// Copies the socket's cumulative counters into the flow aggregate.
+#[inline(always)]
+fn refresh_counters(ops: &aya_ebpf::bindings::bpf_sock_ops, flow: &mut FlowStats) {
+    flow.bytes_acked = ops.bytes_acked;
+    flow.bytes_received = ops.bytes_received;
+    flow.segs_out = ops.segs_out;
+    flow.segs_in = ops.segs_in;
+    flow.data_segs_out = ops.data_segs_out;
+    flow.data_segs_in = ops.data_segs_in;
+    flow.total_retrans = ops.total_retrans;
+    flow.min_rtt_us = ops.rtt_min;
+}
+
+#[inline(always)]
+fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
+    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+    let Some(flow) = FLOWS.get_ptr_mut(cookie) else {
+        return Ok(());
+    };
+    let flow = unsafe { &mut *flow };
+    let ops = unsafe { &*ctx.ops };
+    let srtt_us = ops.srtt_us >> 3; // the kernel keeps srtt scaled by 8
+    refresh_counters(ops, flow);
+    flow.rtt_count += 1;
+    flow.srtt_sum_us += srtt_us as u64;
+    flow.srtt_last_us = srtt_us;
+    if srtt_us < flow.srtt_min_us {
+        flow.srtt_min_us = srtt_us;
+    }
+    if srtt_us > flow.srtt_max_us {
+        flow.srtt_max_us = srtt_us;
+    }
+
+    let now = unsafe { bpf_ktime_get_ns() };
+    if flow.last_sample_ns != 0 && now - flow.last_sample_ns < cfg!(rtt_sample_interval_ns) {
+        count(STAT_RATE_LIMITED + EVENT_RTT_SAMPLE);
+        return Ok(());
+    }
+    flow.last_sample_ns = now;
+    // Filled in place in the ring buffer, not built on the stack first.
+    let Some(mut entry) = EVENTS.reserve::<RttSampleEvent>(0) else {
+        count(STAT_RING_FULL + EVENT_RTT_SAMPLE);
+        return Ok(());
+    };
+    let e = unsafe { &mut *entry.as_mut_ptr() };
+    e.header = EventHeader {
+        kind: EVENT_RTT_SAMPLE,
+        _pad: 0,
+        ts_ns: now,
+    };
+    e.cookie = cookie;
+    e.bytes_acked = ops.bytes_acked;
+    e.bytes_received = ops.bytes_received;
+    e.srtt_us = srtt_us;
+    e.min_rtt_us = ops.rtt_min;
+    e.snd_cwnd = ops.snd_cwnd;
+    e.snd_ssthresh = ops.snd_ssthresh;
+    e.packets_out = ops.packets_out;
+    e.retrans_out = ops.retrans_out;
+    e.lost_out = ops.lost_out;
+    e.sacked_out = ops.sacked_out;
+    e.total_retrans = ops.total_retrans;
+    e.mss = ops.mss_cache;
+    e.rate_delivered = ops.rate_delivered;
+    e.rate_interval_us = ops.rate_interval_us;
+    entry.submit(0);
+    count(STAT_EMITTED + EVENT_RTT_SAMPLE);
+    Ok(())
+}
+
+#[inline(always)]
+fn on_retransmit(ctx: &SockOpsContext) -> Result<(), i64> {
+    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+    if let Some(flow) = FLOWS.get_ptr_mut(cookie) {
+        unsafe { (*flow).retrans_events += 1 };
+    }
+    Ok(())
+}
+
+#[inline(always)]
+fn end_flow(ctx: &SockOpsContext) -> Result<(), i64> {
+    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+    let Some(flow) = FLOWS.get_ptr_mut(cookie) else {
+        return Ok(());
+    };
+    let flow = unsafe { &mut *flow };
+    let ops = unsafe { &*ctx.ops };
+    refresh_counters(ops, flow);
+    let now = unsafe { bpf_ktime_get_ns() };
+    flow.end_ns = now;
+    let _ = TRACKED.remove(flow.tuple);
+    // Written in place: a FlowEndEvent on the stack would not fit the 512-byte eBPF stack.
+    let sent = match EVENTS.reserve::<FlowEndEvent>(0) {
+        Some(mut entry) => {
+            let event = entry.as_mut_ptr();
+            unsafe {
+                (*event).header = EventHeader {
+                    kind: EVENT_FLOW_END,
+                    _pad: 0,
+                    ts_ns: now,
+                };
+                core::ptr::copy_nonoverlapping(flow as *const FlowStats, &mut (*event).stats, 1);
+            }
+            entry.submit(0);
+            count(STAT_EMITTED + EVENT_FLOW_END);
+            true
+        }
+        None => {
+            count(STAT_RING_FULL + EVENT_FLOW_END);
+            false
+        }
+    };
+    if sent {
+        let _ = FLOWS.remove(cookie);
+    } else {
+        // Keep it: userspace sweeps closed flows from the map, so no flow is lost.
+        flow.closed_unsent = 1;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// tracepoints
+// ---------------------------------------------------------------------------------------------
+
+/// Reads the connection tuple from a tcp/sock tracepoint record.
+#[inline(always)]
+fn tracepoint_tuple(ctx: &TracePointContext, off: &TracepointOffsets) -> Result<FlowTuple, i64> {
+    let read_u16 = |o: u16| -> Result<u16, i64> { unsafe { ctx.read_at::<u16>(o as usize) }.map_err(|e| e as i64) };
+    let mut tuple = FlowTuple {
+        family: read_u16(off.family)?,
+        local_port: read_u16(off.sport)?,
+        remote_port: read_u16(off.dport)?,
+        ..FlowTuple::default()
+    };
+    if tuple.family == AF_INET {
+        let s: [u8; 4] = unsafe { ctx.read_at(off.saddr as usize) }.map_err(|e| e as i64)?;
+        let d: [u8; 4] = unsafe { ctx.read_at(off.daddr as usize) }.map_err(|e| e as i64)?;
+        tuple.local_addr[..4].copy_from_slice(&s);
+        tuple.remote_addr[..4].copy_from_slice(&d);
+    } else {
+        tuple.local_addr = unsafe { ctx.read_at(off.saddr_v6 as usize) }.map_err(|e| e as i64)?;
+        tuple.remote_addr = unsafe { ctx.read_at(off.daddr_v6 as usize) }.map_err(|e| e as i64)?;
+    }
+    Ok(tuple)
+}
+
+/// Per-CPU token bucket for per-packet events; false means "over the rate, count and skip".
+#[inline(always)]
+fn take_retransmit_token(now: u64) -> bool {
+    let (rate, burst) = (cfg!(retransmit_events_per_sec), cfg!(retransmit_burst));
+    let Some(bucket) = RETRANSMIT_BUCKET.get_ptr_mut(0) else {
+        return true;
+    };
+    let bucket = unsafe { &mut *bucket };
+    let elapsed = now.saturating_sub(bucket.last_ns);
+    let refill = elapsed / 1_000 * rate / 1_000_000;
+    if refill > 0 || bucket.last_ns == 0 {
+        let tokens = bucket.tokens + refill;
+        bucket.tokens = if tokens > burst || bucket.last_ns == 0 {
+            burst
+        } else {
+            tokens
+        };
+        bucket.last_ns = now;
+    }
+    if bucket.tokens == 0 {
+        return false;
+    }
+    bucket.tokens -= 1;
+    true
+}
+
+#[inline(always)]
+fn handle_retransmit(ctx: &TracePointContext, off: &TracepointOffsets, synack: bool) -> Result<(), i64> {
+    let tuple = tracepoint_tuple(ctx, off)?;
+    // A SYN-ACK precedes establishment, so the flow cannot be tracked yet: apply the static
+    // filters instead (the namespace filter cannot apply here).
+    let cookie = if synack {
+        if !(port_matches(&tuple) && cidr_matches(&tuple)) {
+            return Ok(());
+        }
+        0
+    } else {
+        match unsafe { TRACKED.get(tuple) } {
+            Some(cookie) => *cookie,
+            None => return Ok(()),
+        }
+    };
+    let hdr = header(EVENT_RETRANSMIT);
+    if !take_retransmit_token(hdr.ts_ns) {
+        count(STAT_RATE_LIMITED + EVENT_RETRANSMIT);
+        return Ok(());
+    }
+    let state = if off.oldstate == TracepointOffsets::ABSENT {
+        0
+    } else {
+        unsafe { ctx.read_at::<i32>(off.oldstate as usize) }.unwrap_or(0) as u32
+    };
+    emit(
+        EVENT_RETRANSMIT,
+        RetransmitEvent {
+            header: hdr,
+            tuple,
+            cookie,
+            state,
+            synack: synack as u32,
+        },
+    );
+    Ok(())
+}
+
+#[tracepoint]
+pub fn tcp_retransmit_skb(ctx: TracePointContext) -> u32 {
+    let off = cfg!(retransmit_tp);
+    let _ = handle_retransmit(&ctx, &off, false);
+    0
+}
+
+#[tracepoint]
+pub fn tcp_retransmit_synack(ctx: TracePointContext) -> u32 {
+    let off = cfg!(synack_tp);
+    let _ = handle_retransmit(&ctx, &off, true);
+    0
+}
+
+#[inline(always)]
+fn handle_state(ctx: &TracePointContext) -> Result<(), i64> {
+    let off = cfg!(state_tp);
+    let protocol = unsafe { ctx.read_at::<u16>(off.protocol as usize) }.map_err(|e| e as i64)?;
+    if protocol != IPPROTO_TCP {
+        return Ok(());
+    }
+    let tuple = tracepoint_tuple(ctx, &off)?;
+    let Some(cookie) = (unsafe { TRACKED.get(tuple) }).copied() else {
+        return Ok(());
+    };
+    let oldstate = unsafe { ctx.read_at::<i32>(off.oldstate as usize) }.map_err(|e| e as i64)?;
+    let newstate = unsafe { ctx.read_at::<i32>(off.newstate as usize) }.map_err(|e| e as i64)?;
+    emit(
+        EVENT_STATE_CHANGE,
+        StateChangeEvent {
+            header: header(EVENT_STATE_CHANGE),
+            tuple,
+            cookie,
+            oldstate: oldstate as u32,
+            newstate: newstate as u32,
+            pid: (bpf_get_current_pid_tgid() >> 32) as u32,
+            _pad: 0,
+            comm: bpf_get_current_comm().unwrap_or([0; 16]),
+        },
+    );
+    Ok(())
+}
+
+#[tracepoint]
+pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
+    let _ = handle_state(&ctx);
+    0
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

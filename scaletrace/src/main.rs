@@ -1,0 +1,68 @@
+//! scaletrace: makes the network fabric of distributed GPU training visible.
+mod assemble;
+mod clock;
+mod columns;
+mod decode;
+mod environment;
+mod node;
+mod parquet_sink;
+mod probe;
+mod record;
+mod tables;
+mod tracefs;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "scaletrace",
+    version,
+    about = "Capture per-flow TCP latency, throughput and retransmits with eBPF and write them as Parquet",
+    long_about = "scaletrace attaches eBPF programs to the kernel's TCP paths (sock_ops, tcp and sock \
+tracepoints) and writes per-flow latency, throughput, retransmit and lifecycle data as Parquet files \
+that DuckDB, pandas or Spark read directly. It is meant to run privileged on every node of a \
+training cluster; the tables are documented in docs/schema.md (`scaletrace schema`).",
+    after_help = "Example:\n  sudo scaletrace record --duration 30s --port 29500-29600 --out ./traces\n  \
+duckdb -c \"SELECT * FROM read_parquet('traces/flows/*.parquet')\""
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Record TCP flows, RTT samples, retransmits and state changes to Parquet (needs root).
+    Record(record::RecordArgs),
+    /// Print the documentation of every table (the text of docs/schema.md).
+    Schema,
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format(|buf, record| {
+            use std::io::Write;
+            writeln!(buf, "scaletrace: {}: {}", record.level().as_str().to_lowercase(), record.args())
+        })
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Record(args) => record::run(args),
+        Command::Schema => {
+            print!("{}", schema_doc::render());
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line: the context chain, outermost first.
+            eprintln!("scaletrace: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+mod schema_doc;

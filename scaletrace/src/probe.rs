@@ -1,0 +1,161 @@
+//! Loading the embedded eBPF object and attaching each hook on its own, so a kernel that lacks
+//! one hook loses only what that hook provides.
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+use aya::{
+    programs::{CgroupAttachMode, SockOps, TracePoint},
+    Ebpf, EbpfLoader,
+};
+use scaletrace_common::{Config, TracepointOffsets};
+
+use crate::tracefs;
+
+/// The eBPF object built by build.rs.
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/scaletrace"));
+
+/// A tracepoint hook: its program name, tracefs location and state field for `oldstate`.
+struct TracepointHook {
+    program: &'static str,
+    category: &'static str,
+    name: &'static str,
+    state_field: Option<&'static str>,
+    /// Where its offsets go in the eBPF config.
+    slot: fn(&mut Config) -> &mut TracepointOffsets,
+}
+
+const TRACEPOINTS: [TracepointHook; 3] = [
+    TracepointHook {
+        program: "tcp_retransmit_skb",
+        category: "tcp",
+        name: "tcp_retransmit_skb",
+        state_field: Some("state"),
+        slot: |c| &mut c.retransmit_tp,
+    },
+    TracepointHook {
+        program: "tcp_retransmit_synack",
+        category: "tcp",
+        name: "tcp_retransmit_synack",
+        state_field: None,
+        slot: |c| &mut c.synack_tp,
+    },
+    TracepointHook {
+        program: "inet_sock_set_state",
+        category: "sock",
+        name: "inet_sock_set_state",
+        state_field: Some("oldstate"),
+        slot: |c| &mut c.state_tp,
+    },
+];
+
+/// What got attached, and what did not with the reason.
+#[derive(Debug, Default)]
+pub struct Hooks {
+    pub attached: Vec<String>,
+    pub missing: Vec<(String, String)>,
+}
+
+impl Hooks {
+    pub fn attached_list(&self) -> String {
+        self.attached.join(",")
+    }
+    pub fn missing_list(&self) -> String {
+        self.missing
+            .iter()
+            .map(|(h, why)| format!("{h}: {why}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+pub struct Capture {
+    pub ebpf: Ebpf,
+    pub hooks: Hooks,
+}
+
+/// Fills in tracepoint offsets; a tracepoint whose layout cannot be read is marked missing.
+fn tracepoint_offsets(config: &mut Config, tracefs_root: &Path, hooks: &mut Hooks) -> Vec<&'static str> {
+    let mut usable = Vec::new();
+    for tp in &TRACEPOINTS {
+        let hook = format!("{}:{}", tp.category, tp.name);
+        match tracefs::tracepoint_offsets(tracefs_root, tp.category, tp.name, tp.state_field) {
+            // The state program filters on protocol and reports both states.
+            Ok(off)
+                if tp.name == "inet_sock_set_state"
+                    && (off.protocol == TracepointOffsets::ABSENT
+                        || off.newstate == TracepointOffsets::ABSENT) =>
+            {
+                hooks.missing.push((hook, "kernel too old: no protocol/newstate fields".into()))
+            }
+            Ok(off) => {
+                *(tp.slot)(config) = off;
+                usable.push(tp.program);
+            }
+            Err(e) => hooks.missing.push((hook, format!("{e:#}"))),
+        }
+    }
+    usable
+}
+
+/// Loads the programs with `config` and attaches sock_ops to `cgroup` and the tracepoints.
+pub fn load_and_attach(mut config: Config, tracefs_root: &Path, cgroup: &Path) -> Result<Capture> {
+    let mut hooks = Hooks::default();
+    let usable_tracepoints = tracepoint_offsets(&mut config, tracefs_root, &mut hooks);
+
+    let mut ebpf = EbpfLoader::new()
+        .override_global("CONFIG", &config, true)
+        .load(EBPF_OBJECT)
+        .context("loading the eBPF object into the kernel failed")?;
+
+    match attach_sockops(&mut ebpf, cgroup) {
+        Ok(()) => hooks.attached.push(format!("sock_ops:{}", cgroup.display())),
+        Err(e) => hooks.missing.push(("sock_ops".into(), short_error(&e))),
+    }
+    for tp in TRACEPOINTS.iter().filter(|tp| usable_tracepoints.contains(&tp.program)) {
+        let hook = format!("{}:{}", tp.category, tp.name);
+        match attach_tracepoint(&mut ebpf, tp) {
+            Ok(()) => hooks.attached.push(hook),
+            Err(e) => hooks.missing.push((hook, short_error(&e))),
+        }
+    }
+    Ok(Capture { ebpf, hooks })
+}
+
+/// Error text for one hook: the verifier log can be thousands of lines, so keep the cause and
+/// the verifier's last words.
+fn short_error(e: &anyhow::Error) -> String {
+    let text = format!("{e:#}");
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.len() <= 4 {
+        return lines.join(" ");
+    }
+    let mut tail: Vec<&str> = lines.iter().rev().filter(|l| !l.trim().is_empty()).take(4).copied().collect();
+    tail.reverse();
+    format!("{} ... {}", lines[0], tail.join(" | "))
+}
+
+fn attach_sockops(ebpf: &mut Ebpf, cgroup: &Path) -> Result<()> {
+    let prog: &mut SockOps = ebpf
+        .program_mut("scaletrace_sockops")
+        .context("program scaletrace_sockops missing from the object")?
+        .try_into()?;
+    prog.load().context("the verifier rejected the sock_ops program")?;
+    let dir = std::fs::File::open(cgroup).with_context(|| format!("opening cgroup {}", cgroup.display()))?;
+    // Default mode: on 5.7+ aya attaches through a BPF link, which always coexists with other
+    // sock_ops users (CNI plugins) and takes no flags (AllowMultiple there is EINVAL).
+    prog.attach(dir, CgroupAttachMode::default())
+        .with_context(|| format!("attaching sock_ops to {}", cgroup.display()))?;
+    Ok(())
+}
+
+fn attach_tracepoint(ebpf: &mut Ebpf, tp: &TracepointHook) -> Result<()> {
+    let prog: &mut TracePoint = ebpf
+        .program_mut(tp.program)
+        .with_context(|| format!("program {} missing from the object", tp.program))?
+        .try_into()?;
+    prog.load()
+        .with_context(|| format!("the verifier rejected {}", tp.program))?;
+    prog.attach(tp.category, tp.name)?;
+    Ok(())
+}
+

@@ -1,0 +1,190 @@
+//! `scaletrace record` flags and their translation into the eBPF filter configuration.
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::{bail, Context as _, Result};
+use clap::Args;
+use ipnet::IpNet;
+use scaletrace_common::{Config, AF_INET, AF_INET6};
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Stop after this long (e.g. 30s, 5m, 1h). Without it, record until Ctrl-C or SIGTERM.
+    #[arg(short, long, value_parser = humantime::parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Directory for the Parquet files; each table goes to <OUT>/<table>/<run-id>.parquet.
+    #[arg(short, long, default_value = "./traces")]
+    pub out: PathBuf,
+
+    /// Only flows whose local or remote port is PORT or in LOW-HIGH (e.g. 29500-29600).
+    #[arg(long, value_name = "PORT|LOW-HIGH", value_parser = parse_port_range)]
+    pub port: Option<(u16, u16)>,
+
+    /// Only flows whose local or remote address is in this CIDR (e.g. 10.0.0.0/8, fd00::/64).
+    #[arg(long, value_name = "CIDR")]
+    pub cidr: Option<IpNet>,
+
+    /// Only flows in this network namespace: a name from `ip netns` or a path like
+    /// /proc/PID/ns/net.
+    #[arg(long, value_name = "NAME|PATH")]
+    pub netns: Option<String>,
+
+    /// Only flows of processes in this cgroup v2 directory (sock_ops is attached there instead
+    /// of the root of the hierarchy).
+    #[arg(long, value_name = "DIR", conflicts_with = "pid")]
+    pub cgroup: Option<PathBuf>,
+
+    /// Only flows of processes in the cgroup v2 of this process (e.g. the training job's
+    /// container or systemd unit).
+    #[arg(long)]
+    pub pid: Option<u32>,
+
+    /// Minimum spacing of RTT samples per flow written to the `rtt` table. Every RTT update
+    /// still feeds the per-flow aggregates in `flows`.
+    #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
+    pub rtt_sample_interval: Duration,
+
+    /// Per-CPU limit on retransmit events per second sent to userspace; beyond it they are
+    /// counted (capture.retransmits_over_rate) but not recorded one by one.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_retransmit_rate: u64,
+
+    /// No live status line.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+pub fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
+    let parse = |p: &str| {
+        p.trim()
+            .parse::<u16>()
+            .map_err(|_| format!("`{p}` is not a port number (0-65535)"))
+    };
+    let (lo, hi) = match s.split_once('-') {
+        Some((lo, hi)) => (parse(lo)?, parse(hi)?),
+        None => {
+            let p = parse(s)?;
+            (p, p)
+        }
+    };
+    if lo > hi {
+        return Err(format!("port range {lo}-{hi} is empty (low > high)"));
+    }
+    Ok((lo, hi))
+}
+
+impl RecordArgs {
+    /// The eBPF configuration for these flags; `netns_cookie` is resolved by the caller.
+    pub fn config(&self, netns_cookie: u64) -> Result<Config> {
+        let mut cfg = Config::DEFAULT;
+        if let Some((lo, hi)) = self.port {
+            cfg.port_min = lo;
+            cfg.port_max = hi;
+        }
+        if let Some(net) = self.cidr {
+            let net = net.trunc();
+            match net {
+                IpNet::V4(v4) => {
+                    cfg.cidr_family = AF_INET;
+                    cfg.cidr_addr[..4].copy_from_slice(&v4.addr().octets());
+                }
+                IpNet::V6(v6) => {
+                    cfg.cidr_family = AF_INET6;
+                    cfg.cidr_addr = v6.addr().octets();
+                }
+            }
+            cfg.cidr_prefix_len = net.prefix_len() as u16;
+        }
+        cfg.netns_cookie = netns_cookie;
+        let interval = self.rtt_sample_interval.as_nanos();
+        if interval > u64::MAX as u128 {
+            bail!("--rtt-sample-interval is too large");
+        }
+        cfg.rtt_sample_interval_ns = interval as u64;
+        cfg.retransmit_events_per_sec = self.max_retransmit_rate;
+        cfg.retransmit_burst = self.max_retransmit_rate.clamp(1, 10_000);
+        Ok(cfg)
+    }
+
+    /// The cgroup to attach sock_ops to, from `--cgroup` or `--pid`.
+    pub fn cgroup_dir(&self, cgroup2_mount: &std::path::Path) -> Result<Option<PathBuf>> {
+        if let Some(dir) = &self.cgroup {
+            return Ok(Some(dir.clone()));
+        }
+        let Some(pid) = self.pid else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            .with_context(|| format!("--pid {pid}: no such process"))?;
+        let rel = cgroup_v2_path(&text)
+            .with_context(|| format!("--pid {pid}: the process is not in a cgroup v2 hierarchy"))?;
+        Ok(Some(cgroup2_mount.join(rel.trim_start_matches('/'))))
+    }
+}
+
+/// The v2 entry (`0::/path`) of a /proc/PID/cgroup file.
+pub fn cgroup_v2_path(proc_cgroup: &str) -> Option<&str> {
+    proc_cgroup.lines().find_map(|l| l.strip_prefix("0::"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: RecordArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<RecordArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("record").chain(argv.iter().copied())).map(|c| c.args)
+    }
+
+    #[test]
+    fn port_ranges() {
+        assert_eq!(parse_port_range("5201"), Ok((5201, 5201)));
+        assert_eq!(parse_port_range("29500-29600"), Ok((29500, 29600)));
+        assert!(parse_port_range("70000").unwrap_err().contains("not a port"));
+        assert!(parse_port_range("10-5").unwrap_err().contains("empty"));
+        assert!(parse_port_range("x-5").is_err());
+    }
+
+    #[test]
+    fn filters_become_config() {
+        let a = parse(&["--port", "5000-6000", "--cidr", "10.1.2.3/16", "--rtt-sample-interval", "1ms"]).unwrap();
+        let c = a.config(77).unwrap();
+        assert_eq!((c.port_min, c.port_max), (5000, 6000));
+        assert_eq!(c.cidr_family, AF_INET);
+        assert_eq!(c.cidr_prefix_len, 16);
+        assert_eq!(&c.cidr_addr[..4], &[10, 1, 0, 0]); // host bits cleared
+        assert_eq!(c.netns_cookie, 77);
+        assert_eq!(c.rtt_sample_interval_ns, 1_000_000);
+        let v6 = parse(&["--cidr", "fd00::1/64"]).unwrap().config(0).unwrap();
+        assert_eq!(v6.cidr_family, AF_INET6);
+        assert_eq!(v6.cidr_addr[0], 0xfd);
+        assert_eq!(v6.cidr_addr[15], 0);
+    }
+
+    #[test]
+    fn defaults_select_everything() {
+        let c = parse(&[]).unwrap().config(0).unwrap();
+        assert_eq!((c.port_min, c.port_max, c.cidr_family, c.netns_cookie), (0, 65535, 0, 0));
+        assert_eq!(c.rtt_sample_interval_ns, 10_000_000);
+    }
+
+    #[test]
+    fn bad_flags_are_rejected() {
+        assert!(parse(&["--duration", "ten"]).is_err());
+        assert!(parse(&["--cidr", "10.0.0.0/33"]).is_err());
+        assert!(parse(&["--max-retransmit-rate", "0"]).is_err());
+        assert!(parse(&["--cgroup", "/x", "--pid", "1"]).is_err());
+    }
+
+    #[test]
+    fn reads_cgroup_v2_entry() {
+        assert_eq!(cgroup_v2_path("12:cpu:/a\n0::/system.slice/job.service\n"), Some("/system.slice/job.service"));
+        assert_eq!(cgroup_v2_path("12:cpu:/a\n"), None);
+    }
+}

@@ -1,0 +1,164 @@
+//! `scaletrace record`: load, attach, drain the ring buffer into Parquet until the duration
+//! ends or a signal arrives, then detach and flush everything, including flows still open.
+mod args;
+mod sinks;
+mod status;
+
+use std::time::Instant;
+
+use anyhow::{bail, Context as _, Result};
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
+use scaletrace_common::*;
+use tokio::{
+    io::unix::AsyncFd,
+    signal::unix::{signal, SignalKind},
+};
+
+pub use args::RecordArgs;
+use sinks::Sinks;
+use status::StatusLine;
+
+use crate::{
+    clock::{now_ns, ClockOffset},
+    environment, node::NodeIdentity, probe, tracefs,
+};
+
+/// Kernel-side counters summed over CPUs, indexed like `STAT_*`.
+pub struct KernelCounters(Vec<u64>);
+
+impl KernelCounters {
+    fn read(map: &PerCpuArray<MapData, u64>) -> Result<Self> {
+        let mut sums = vec![0u64; STAT_SLOTS as usize];
+        for (slot, sum) in sums.iter_mut().enumerate() {
+            let values = map.get(&(slot as u32), 0).context("reading STATS")?;
+            *sum = values.iter().sum();
+        }
+        Ok(KernelCounters(sums))
+    }
+    pub fn get(&self, slot: u32) -> u64 {
+        self.0.get(slot as usize).copied().unwrap_or(0)
+    }
+    pub fn ring_drops(&self) -> u64 {
+        (1..EVENT_KINDS).map(|k| self.get(STAT_RING_FULL + k)).sum()
+    }
+}
+
+fn take_map(ebpf: &mut aya::Ebpf, name: &str) -> Result<aya::maps::Map> {
+    ebpf.take_map(name)
+        .with_context(|| format!("map {name} missing from the eBPF object"))
+}
+
+pub fn run(args: RecordArgs) -> Result<()> {
+    environment::check_privileges()?;
+    if !environment::btf_available() {
+        log::warn!("no kernel BTF at /sys/kernel/btf/vmlinux; continuing (tracepoint layouts come from tracefs)");
+    }
+    environment::raise_memlock_limit();
+    let netns_cookie = match &args.netns {
+        Some(spec) => environment::netns_cookie(&environment::netns_path(spec)?)?,
+        None => 0,
+    };
+    let config = args.config(netns_cookie)?;
+    let cgroup_mount = environment::cgroup2_root(None)?;
+    let cgroup = args.cgroup_dir(&cgroup_mount)?.unwrap_or(cgroup_mount);
+    let cgroup = environment::cgroup2_root(Some(&cgroup))?;
+    let tracefs_root = tracefs::ensure_mounted()?;
+
+    let node = NodeIdentity::current();
+    let clock_start = ClockOffset::measure();
+    let start_utc = now_ns(libc::CLOCK_REALTIME);
+    let run_id = format!(
+        "{}-{}-{}",
+        node.hostname,
+        chrono::DateTime::from_timestamp_nanos(start_utc).format("%Y%m%dT%H%M%SZ"),
+        std::process::id()
+    );
+
+    // Create the output first: a bad --out must fail before anything is attached.
+    let mut sinks = Sinks::create(&args.out, &run_id, &node, &clock_start)?;
+
+    let probe::Capture { mut ebpf, hooks } = probe::load_and_attach(config, &tracefs_root, &cgroup)?;
+    for (hook, why) in &hooks.missing {
+        log::warn!("{hook} not attached: {why}");
+    }
+    if hooks.attached.is_empty() {
+        sinks.abandon();
+        bail!("no hook could be attached: {}", hooks.missing_list());
+    }
+    if !hooks.attached.iter().any(|h| h.starts_with("sock_ops")) {
+        log::warn!("without sock_ops there is no flow table or RTT data, only retransmits");
+    }
+    log::info!("recording to {} (run {run_id}); hooks: {}", args.out.display(), hooks.attached_list());
+
+    let ring = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
+    let mut flows: BpfHashMap<MapData, u64, FlowStats> = take_map(&mut ebpf, "FLOWS")?.try_into()?;
+    let stats: PerCpuArray<MapData, u64> = take_map(&mut ebpf, "STATS")?.try_into()?;
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let _runtime_context = runtime.enter();
+    // SAFETY: the RingBuf owns its map fd and keeps it open until it is dropped, which happens
+    // only after into_inner() below.
+    let mut ring = unsafe { AsyncFd::register(ring) }
+        .map_err(|e| anyhow::anyhow!("polling the ring buffer: {e}"))?;
+    let loop_result = runtime.block_on(event_loop(&args, &mut ring, &mut sinks, &mut flows, &stats));
+
+    // Detach first so no event is produced after the final drain.
+    drop(ebpf);
+    let ring = ring.into_inner();
+    let finish = sinks.finish(ring, &mut flows, &stats, &hooks, &clock_start, start_utc);
+    match (loop_result, finish) {
+        (Err(e), _) => Err(e),
+        (Ok(stop), Ok(summary)) => {
+            if !args.quiet {
+                eprintln!("scaletrace: stopped ({stop}); {summary}");
+            }
+            Ok(())
+        }
+        (Ok(_), Err(e)) => Err(e),
+    }
+}
+
+async fn event_loop(
+    args: &RecordArgs,
+    ring: &mut AsyncFd<RingBuf<aya::maps::MapData>>,
+    sinks: &mut Sinks,
+    flows: &mut BpfHashMap<MapData, u64, FlowStats>,
+    stats: &PerCpuArray<MapData, u64>,
+) -> Result<&'static str> {
+    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let deadline = async {
+        match args.duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(deadline);
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    let started = Instant::now();
+    let mut status = StatusLine::new(args.quiet);
+
+    let stop = loop {
+        tokio::select! {
+            guard = ring.readable_mut() => {
+                let mut guard = guard.context("waiting on the ring buffer")?;
+                sinks.drain(guard.get_inner_mut())?;
+                guard.clear_ready();
+            }
+            _ = tick.tick() => {
+                let now = now_ns(libc::CLOCK_MONOTONIC) as u64;
+                sinks.sweep_unsent_flows(flows, now)?;
+                let counters = KernelCounters::read(stats)?;
+                status.update(started.elapsed(), sinks, flows.keys().count(), &counters);
+            }
+            _ = sigint.recv() => break "SIGINT",
+            _ = sigterm.recv() => break "SIGTERM",
+            _ = &mut deadline => break "duration reached",
+        }
+    };
+    status.finish();
+    Ok(stop)
+}

@@ -1,0 +1,233 @@
+//! The tables of one run: decode events, assemble rows, write them, and at the end recover
+//! every flow left in the kernel table and write the `capture` summary row.
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
+use scaletrace_common::*;
+
+use super::KernelCounters;
+use crate::{
+    assemble::Assembler,
+    clock::{now_ns, ClockOffset},
+    decode::{decode, Event},
+    node::NodeIdentity,
+    parquet_sink::TableWriter,
+    probe::Hooks,
+    tables::*,
+};
+
+pub struct Sinks {
+    assembler: Assembler,
+    node: NodeIdentity,
+    run_id: String,
+    out: PathBuf,
+    metadata: Vec<(String, String)>,
+    flows: TableWriter<FlowRow>,
+    rtt: TableWriter<RttRow>,
+    retransmits: TableWriter<RetransmitRow>,
+    states: TableWriter<StateChangeRow>,
+    pub events: u64,
+    pub decode_errors: u64,
+}
+
+impl Sinks {
+    pub fn create(out: &Path, run_id: &str, node: &NodeIdentity, clock: &ClockOffset) -> Result<Self> {
+        std::fs::create_dir_all(out).with_context(|| format!("--out {}: cannot create it", out.display()))?;
+        let metadata = vec![
+            ("scaletrace.version".into(), env!("CARGO_PKG_VERSION").into()),
+            ("scaletrace.run_id".into(), run_id.into()),
+            ("scaletrace.host".into(), node.hostname.clone()),
+            ("scaletrace.boot_id".into(), node.boot_id.clone()),
+            ("scaletrace.kernel".into(), node.kernel.clone()),
+            ("scaletrace.time_base".into(), "UTC ns; converted from CLOCK_MONOTONIC".into()),
+            ("scaletrace.clock.method".into(), "bracketed CLOCK_MONOTONIC/CLOCK_REALTIME reads, narrowest of 32".into()),
+            ("scaletrace.clock.offset_ns".into(), clock.offset_ns.to_string()),
+            ("scaletrace.clock.error_ns".into(), clock.error_ns.to_string()),
+        ];
+        Ok(Sinks {
+            assembler: Assembler::new(node.hostname.clone(), *clock),
+            node: node.clone(),
+            run_id: run_id.into(),
+            out: out.into(),
+            flows: TableWriter::create(out, run_id, &metadata)?,
+            rtt: TableWriter::create(out, run_id, &metadata)?,
+            retransmits: TableWriter::create(out, run_id, &metadata)?,
+            states: TableWriter::create(out, run_id, &metadata)?,
+            metadata,
+            events: 0,
+            decode_errors: 0,
+        })
+    }
+
+    pub fn flows_written(&self) -> u64 {
+        self.flows.rows()
+    }
+    pub fn rtt_written(&self) -> u64 {
+        self.rtt.rows()
+    }
+    pub fn retransmits_written(&self) -> u64 {
+        self.retransmits.rows()
+    }
+
+    /// Removes the files of a run that never started.
+    pub fn abandon(self) {
+        for p in [self.flows.path(), self.rtt.path(), self.retransmits.path(), self.states.path()] {
+            let _ = std::fs::remove_file(p.with_extension("parquet.partial"));
+        }
+    }
+
+    fn handle(&mut self, bytes: &[u8]) -> Result<()> {
+        self.events += 1;
+        let event = match decode(bytes) {
+            Ok(e) => e,
+            Err(e) => {
+                self.decode_errors += 1;
+                log::debug!("undecodable record: {e}");
+                return Ok(());
+            }
+        };
+        match event {
+            Event::FlowEnd(e) => {
+                let row = self.assembler.flow(&e.stats, e.header.ts_ns);
+                self.flows.push(row)
+            }
+            Event::RttSample(e) => self.rtt.push(self.assembler.rtt(&e)),
+            Event::Retransmit(e) => self.retransmits.push(self.assembler.retransmit(&e)),
+            Event::StateChange(e) => {
+                let row = self.assembler.state_change(&e);
+                self.states.push(row)
+            }
+        }
+    }
+
+    /// Consumes everything currently in the ring buffer.
+    pub fn drain(&mut self, ring: &mut RingBuf<MapData>) -> Result<()> {
+        while let Some(item) = ring.next() {
+            let bytes: &[u8] = &item;
+            // Copy out so the ring slot is released before the (possibly slow) write.
+            let bytes = bytes.to_vec();
+            drop(item);
+            self.handle(&bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Writes flows that closed while the ring buffer was full (the kernel kept them in the
+    /// map, marked) and removes them from the kernel table.
+    pub fn sweep_unsent_flows(
+        &mut self,
+        flows: &mut BpfHashMap<MapData, u64, FlowStats>,
+        now_mono: u64,
+    ) -> Result<()> {
+        let unsent: Vec<(u64, FlowStats)> = flows
+            .iter()
+            .filter_map(|r| r.ok())
+            .filter(|(_, s)| s.closed_unsent != 0)
+            .collect();
+        for (cookie, s) in unsent {
+            let row = self.assembler.flow(&s, now_mono);
+            self.flows.push(row)?;
+            let _ = flows.remove(&cookie);
+        }
+        Ok(())
+    }
+
+    /// After detaching: drain the ring, write every flow left in the kernel table (closed but
+    /// unsent, or still open), write the `capture` row and close all files.
+    pub fn finish(
+        mut self,
+        mut ring: RingBuf<MapData>,
+        flows: &mut BpfHashMap<MapData, u64, FlowStats>,
+        stats: &PerCpuArray<MapData, u64>,
+        hooks: &Hooks,
+        clock_start: &ClockOffset,
+        start_utc: i64,
+    ) -> Result<String> {
+        let mut first_error: Option<anyhow::Error> = None;
+        let mut note = |r: Result<()>| {
+            if let Err(e) = r {
+                first_error.get_or_insert(e);
+            }
+        };
+        note(self.drain(&mut ring));
+        let end_mono = now_ns(libc::CLOCK_MONOTONIC) as u64;
+        let remaining: Vec<FlowStats> = flows.iter().filter_map(|r| r.ok()).map(|(_, s)| s).collect();
+        for s in &remaining {
+            let row = self.assembler.flow(s, end_mono);
+            note(self.flows.push(row));
+        }
+        let counters = KernelCounters::read(stats)?;
+        let clock_end = ClockOffset::measure();
+        let drift = (clock_end.offset_ns - clock_start.offset_ns).abs();
+        let capture = CaptureRow {
+            host: self.node.hostname.clone(),
+            boot_id: self.node.boot_id.clone(),
+            kernel: self.node.kernel.clone(),
+            run_id: self.run_id.clone(),
+            start: start_utc,
+            end: now_ns(libc::CLOCK_REALTIME),
+            hooks_attached: hooks.attached_list(),
+            hooks_missing: hooks.missing_list(),
+            flows: self.flows.rows(),
+            rtt_samples: self.rtt.rows(),
+            retransmits: self.retransmits.rows(),
+            state_changes: self.states.rows(),
+            ring_drops: counters.ring_drops(),
+            ring_drops_flow_end: counters.get(STAT_RING_FULL + EVENT_FLOW_END),
+            ring_drops_rtt: counters.get(STAT_RING_FULL + EVENT_RTT_SAMPLE),
+            ring_drops_retransmit: counters.get(STAT_RING_FULL + EVENT_RETRANSMIT),
+            ring_drops_state: counters.get(STAT_RING_FULL + EVENT_STATE_CHANGE),
+            rtt_samples_skipped_by_interval: counters.get(STAT_RATE_LIMITED + EVENT_RTT_SAMPLE),
+            retransmits_over_rate: counters.get(STAT_RATE_LIMITED + EVENT_RETRANSMIT),
+            flows_filtered_out: counters.get(STAT_FILTERED_FLOWS),
+            flows_untracked_map_full: counters.get(STAT_FLOW_MAP_FULL),
+            decode_errors: self.decode_errors,
+            clock_offset_ns: clock_start.offset_ns,
+            clock_error_ns: clock_start.error_ns + drift,
+        };
+        let summary = format!(
+            "{} flows ({} still open), {} RTT samples, {} retransmits, {} state changes, {} events lost to a full ring buffer; files under {}",
+            capture.flows,
+            remaining.iter().filter(|s| s.end_ns == 0).count(),
+            capture.rtt_samples,
+            capture.retransmits,
+            capture.state_changes,
+            capture.ring_drops,
+            self.out.display()
+        );
+        let end_meta = [
+            ("scaletrace.clock.end_offset_ns", clock_end.offset_ns.to_string()),
+            ("scaletrace.ring_drops", capture.ring_drops.to_string()),
+        ];
+        let mut capture_writer = TableWriter::<CaptureRow>::create(&self.out, &self.run_id, &self.metadata);
+        if let Ok(w) = capture_writer.as_mut() {
+            for (k, v) in &end_meta {
+                w.append_metadata(k, v.clone());
+            }
+            note(w.push(capture));
+        }
+        // Close every file even if one fails, so one full table does not cost the others.
+        macro_rules! close {
+            ($w:expr) => {{
+                let mut w = $w;
+                for (k, v) in &end_meta {
+                    w.append_metadata(k, v.clone());
+                }
+                note(w.close().map(|_| ()));
+            }};
+        }
+        close!(self.flows);
+        close!(self.rtt);
+        close!(self.retransmits);
+        close!(self.states);
+        match capture_writer {
+            Ok(w) => note(w.close().map(|_| ())),
+            Err(e) => note(Err(e)),
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(summary),
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! The Parquet tables written by `scaletrace record`. `docs/schema.md` is generated from here
+//! (`scaletrace schema`), and a test keeps the committed file in sync.
+use crate::columns::*;
+
+/// One TCP connection seen by the sock_ops flow table.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FlowRow {
+    pub host: String,
+    pub flow_id: u64,
+    pub netns_cookie: u64,
+    pub family: &'static str,
+    pub local_addr: String,
+    pub local_port: u16,
+    pub remote_addr: String,
+    pub remote_port: u16,
+    pub direction: &'static str,
+    pub pid: Option<u32>,
+    pub comm: Option<String>,
+    pub start: i64,
+    pub end: Option<i64>,
+    pub duration_ns: i64,
+    pub open_at_end: bool,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub segs_out: u32,
+    pub segs_in: u32,
+    pub data_segs_out: u32,
+    pub data_segs_in: u32,
+    pub total_retrans: u32,
+    pub retransmit_events: u32,
+    pub rtt_updates: u32,
+    pub srtt_min_us: Option<u32>,
+    pub srtt_mean_us: Option<f64>,
+    pub srtt_max_us: Option<u32>,
+    pub srtt_last_us: Option<u32>,
+    pub min_rtt_us: Option<u32>,
+}
+
+impl Table for FlowRow {
+    const NAME: &'static str = "flows";
+    const DESCRIPTION: &'static str = "One row per TCP connection that passed the filters: written when it closes, or \
+        at the end of the capture (`open_at_end = true`) with its counters at that moment. \
+        Counters are the kernel's own per-socket counters, read in the kernel at each RTT \
+        update and at close.";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            u64_col("flow_id", "", "Kernel socket cookie: unique per socket until reboot; joins to `rtt`, `retransmits`, `state_changes`.", |r| r.flow_id),
+            u64_col("netns_cookie", "", "Network namespace cookie of the socket.", |r| r.netns_cookie),
+            str_col("family", "`ipv4` or `ipv6` (IPv4-mapped IPv6 peers are shown as IPv4).", |r| r.family),
+            str_col("local_addr", "Local IP address, text form.", |r| &r.local_addr),
+            u16_col("local_port", "", "Local TCP port.", |r| r.local_port),
+            str_col("remote_addr", "Peer IP address, text form.", |r| &r.remote_addr),
+            u16_col("remote_port", "", "Peer TCP port.", |r| r.remote_port),
+            str_col("direction", "`active` (this side connected) or `passive` (accepted).", |r| r.direction),
+            opt_u32_col("pid", "", "Process (tgid) that closed the socket, from `sock:inet_sock_set_state` in process context; null if not seen.", |r| r.pid),
+            opt_str_col("comm", "Command name of that process.", |r| r.comm.as_deref()),
+            ts_col("start", "connect() for active flows, establishment for passive ones.", |r| r.start),
+            opt_ts_col("end", "Transition to CLOSE; null when still open at the end of the capture.", |r| r.end),
+            i64_col("duration_ns", "ns", "`end - start`, or capture end - start for open flows.", |r| r.duration_ns),
+            bool_col("open_at_end", "The flow was still open when the capture stopped.", |r| r.open_at_end),
+            u64_col("bytes_sent", "bytes", "Bytes acknowledged by the peer (tcp_sock.bytes_acked).", |r| r.bytes_sent),
+            u64_col("bytes_received", "bytes", "Bytes received in order (tcp_sock.bytes_received).", |r| r.bytes_received),
+            u32_col("segs_out", "segments", "Segments sent, including retransmits.", |r| r.segs_out),
+            u32_col("segs_in", "segments", "Segments received.", |r| r.segs_in),
+            u32_col("data_segs_out", "segments", "Segments with payload sent.", |r| r.data_segs_out),
+            u32_col("data_segs_in", "segments", "Segments with payload received.", |r| r.data_segs_in),
+            u32_col("total_retrans", "segments", "Retransmitted segments (tcp_sock.total_retrans).", |r| r.total_retrans),
+            u32_col("retransmit_events", "count", "Retransmit callbacks (BPF_SOCK_OPS_RETRANS_CB), counted in the kernel.", |r| r.retransmit_events),
+            u32_col("rtt_updates", "count", "RTT updates seen (one per ACK that produced an RTT sample).", |r| r.rtt_updates),
+            opt_u32_col("srtt_min_us", "µs", "Smallest smoothed RTT over the flow.", |r| r.srtt_min_us),
+            opt_f64_col("srtt_mean_us", "µs", "Mean smoothed RTT over all RTT updates.", |r| r.srtt_mean_us),
+            opt_u32_col("srtt_max_us", "µs", "Largest smoothed RTT.", |r| r.srtt_max_us),
+            opt_u32_col("srtt_last_us", "µs", "Smoothed RTT at the last update.", |r| r.srtt_last_us),
+            opt_u32_col("min_rtt_us", "µs", "Kernel windowed minimum RTT (tcp_min_rtt), the path's base latency.", |r| r.min_rtt_us),
+        ]
+    }
+}
+
+/// A sampled RTT/congestion-state snapshot of one flow.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RttRow {
+    pub host: String,
+    pub ts: i64,
+    pub flow_id: u64,
+    pub srtt_us: u32,
+    pub min_rtt_us: u32,
+    pub snd_cwnd: u32,
+    pub snd_ssthresh: u32,
+    pub packets_out: u32,
+    pub retrans_out: u32,
+    pub lost_out: u32,
+    pub sacked_out: u32,
+    pub packets_in_flight: u32,
+    pub total_retrans: u32,
+    pub mss: u32,
+    pub bytes_acked: u64,
+    pub bytes_received: u64,
+    pub delivery_rate_bps: Option<f64>,
+}
+
+impl Table for RttRow {
+    const NAME: &'static str = "rtt";
+    const DESCRIPTION: &'static str = "Per-flow latency samples from the sock_ops RTT callback, at most one per flow \
+        per `--rtt-sample-interval` (every update still feeds the `flows` aggregates).";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            ts_col("ts", "Time of the RTT update.", |r| r.ts),
+            u64_col("flow_id", "", "Joins to `flows.flow_id`.", |r| r.flow_id),
+            u32_col("srtt_us", "µs", "Smoothed RTT (RFC 6298 SRTT) after this update.", |r| r.srtt_us),
+            u32_col("min_rtt_us", "µs", "Windowed minimum RTT; `srtt_us - min_rtt_us` estimates queueing delay.", |r| r.min_rtt_us),
+            u32_col("snd_cwnd", "segments", "Congestion window.", |r| r.snd_cwnd),
+            u32_col("snd_ssthresh", "segments", "Slow-start threshold.", |r| r.snd_ssthresh),
+            u32_col("packets_out", "segments", "Segments sent and not yet acknowledged.", |r| r.packets_out),
+            u32_col("retrans_out", "segments", "Retransmitted segments in flight.", |r| r.retrans_out),
+            u32_col("lost_out", "segments", "Segments marked lost.", |r| r.lost_out),
+            u32_col("sacked_out", "segments", "Segments selectively acknowledged.", |r| r.sacked_out),
+            u32_col("packets_in_flight", "segments", "packets_out - (sacked_out + lost_out) + retrans_out, as tcp_packets_in_flight().", |r| r.packets_in_flight),
+            u32_col("total_retrans", "segments", "Cumulative retransmitted segments of the flow.", |r| r.total_retrans),
+            u32_col("mss", "bytes", "Current MSS.", |r| r.mss),
+            u64_col("bytes_acked", "bytes", "Cumulative bytes acknowledged (sent side).", |r| r.bytes_acked),
+            u64_col("bytes_received", "bytes", "Cumulative bytes received.", |r| r.bytes_received),
+            opt_f64_col("delivery_rate_bps", "bit/s", "Kernel delivery-rate estimate (rate_delivered × mss / rate_interval); null before the first estimate.", |r| r.delivery_rate_bps),
+        ]
+    }
+}
+
+/// One retransmitted segment (or SYN-ACK).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RetransmitRow {
+    pub host: String,
+    pub ts: i64,
+    pub flow_id: Option<u64>,
+    pub kind: &'static str,
+    pub family: &'static str,
+    pub local_addr: String,
+    pub local_port: u16,
+    pub remote_addr: String,
+    pub remote_port: u16,
+    pub state: &'static str,
+}
+
+impl Table for RetransmitRow {
+    const NAME: &'static str = "retransmits";
+    const DESCRIPTION: &'static str = "One row per `tcp:tcp_retransmit_skb` (tracked flows) or \
+        `tcp:tcp_retransmit_synack` (port/CIDR filters only) hit, under the \
+        `--max-retransmit-rate` token bucket; events over the rate are counted in `capture`.";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            ts_col("ts", "Time of the retransmit.", |r| r.ts),
+            opt_u64_col("flow_id", "", "Joins to `flows.flow_id`; null for SYN-ACKs and flows not tracked.", |r| r.flow_id),
+            str_col("kind", "`retransmit` or `synack`.", |r| r.kind),
+            str_col("family", "`ipv4` or `ipv6`.", |r| r.family),
+            str_col("local_addr", "Local IP address.", |r| &r.local_addr),
+            u16_col("local_port", "", "Local TCP port.", |r| r.local_port),
+            str_col("remote_addr", "Peer IP address.", |r| &r.remote_addr),
+            u16_col("remote_port", "", "Peer TCP port.", |r| r.remote_port),
+            str_col("state", "TCP state of the socket (e.g. ESTABLISHED); UNKNOWN when the kernel does not report it.", |r| r.state),
+        ]
+    }
+}
+
+/// One TCP state transition of a tracked flow.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StateChangeRow {
+    pub host: String,
+    pub ts: i64,
+    pub flow_id: Option<u64>,
+    pub local_addr: String,
+    pub local_port: u16,
+    pub remote_addr: String,
+    pub remote_port: u16,
+    pub old_state: &'static str,
+    pub new_state: &'static str,
+    pub pid: u32,
+    pub comm: String,
+}
+
+impl Table for StateChangeRow {
+    const NAME: &'static str = "state_changes";
+    const DESCRIPTION: &'static str = "`sock:inet_sock_set_state` transitions of tracked flows, with the task that was \
+        current. The task is meaningful for transitions made in process context (close(): \
+        ESTABLISHED→FIN_WAIT1, CLOSE_WAIT→LAST_ACK); others run in softirq context and show \
+        whatever task was interrupted.";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            ts_col("ts", "Time of the transition.", |r| r.ts),
+            opt_u64_col("flow_id", "", "Joins to `flows.flow_id`.", |r| r.flow_id),
+            str_col("local_addr", "Local IP address.", |r| &r.local_addr),
+            u16_col("local_port", "", "Local TCP port.", |r| r.local_port),
+            str_col("remote_addr", "Peer IP address.", |r| &r.remote_addr),
+            u16_col("remote_port", "", "Peer TCP port.", |r| r.remote_port),
+            str_col("old_state", "State before.", |r| r.old_state),
+            str_col("new_state", "State after.", |r| r.new_state),
+            u32_col("pid", "", "Current task's tgid.", |r| r.pid),
+            str_col("comm", "Current task's command name.", |r| &r.comm),
+        ]
+    }
+}
+
+/// One row per capture run: what was attached and what was lost.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CaptureRow {
+    pub host: String,
+    pub boot_id: String,
+    pub kernel: String,
+    pub run_id: String,
+    pub start: i64,
+    pub end: i64,
+    pub hooks_attached: String,
+    pub hooks_missing: String,
+    pub flows: u64,
+    pub rtt_samples: u64,
+    pub retransmits: u64,
+    pub state_changes: u64,
+    pub ring_drops: u64,
+    pub ring_drops_flow_end: u64,
+    pub ring_drops_rtt: u64,
+    pub ring_drops_retransmit: u64,
+    pub ring_drops_state: u64,
+    pub rtt_samples_skipped_by_interval: u64,
+    pub retransmits_over_rate: u64,
+    pub flows_filtered_out: u64,
+    pub flows_untracked_map_full: u64,
+    pub decode_errors: u64,
+    pub clock_offset_ns: i64,
+    pub clock_error_ns: i64,
+}
+
+impl Table for CaptureRow {
+    const NAME: &'static str = "capture";
+    const DESCRIPTION: &'static str = "One row per `scaletrace record` run: node identity, hooks, event totals and every \
+        kind of loss. `ring_drops = 0` means no event was lost between kernel and disk.";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            str_col("boot_id", "/proc/sys/kernel/random/boot_id: distinguishes reboots of one host.", |r| &r.boot_id),
+            str_col("kernel", "Kernel release.", |r| &r.kernel),
+            str_col("run_id", "Identifier of the run, also in the file names.", |r| &r.run_id),
+            ts_col("start", "Capture start.", |r| r.start),
+            ts_col("end", "Capture end.", |r| r.end),
+            str_col("hooks_attached", "Comma-separated hooks that were attached.", |r| &r.hooks_attached),
+            str_col("hooks_missing", "Comma-separated hooks that could not be attached, with the reason.", |r| &r.hooks_missing),
+            u64_col("flows", "rows", "Rows written to `flows`.", |r| r.flows),
+            u64_col("rtt_samples", "rows", "Rows written to `rtt`.", |r| r.rtt_samples),
+            u64_col("retransmits", "rows", "Rows written to `retransmits`.", |r| r.retransmits),
+            u64_col("state_changes", "rows", "Rows written to `state_changes`.", |r| r.state_changes),
+            u64_col("ring_drops", "events", "Events lost because the ring buffer was full (sum of the four below).", |r| r.ring_drops),
+            u64_col("ring_drops_flow_end", "events", "Flow-end records that did not fit; those flows were still recovered from the kernel flow table.", |r| r.ring_drops_flow_end),
+            u64_col("ring_drops_rtt", "events", "RTT samples lost.", |r| r.ring_drops_rtt),
+            u64_col("ring_drops_retransmit", "events", "Retransmit events lost.", |r| r.ring_drops_retransmit),
+            u64_col("ring_drops_state", "events", "State changes lost.", |r| r.ring_drops_state),
+            u64_col("rtt_samples_skipped_by_interval", "events", "RTT updates not sampled because of `--rtt-sample-interval` (by design, not loss).", |r| r.rtt_samples_skipped_by_interval),
+            u64_col("retransmits_over_rate", "events", "Retransmits not sent because of `--max-retransmit-rate` (still counted per flow).", |r| r.retransmits_over_rate),
+            u64_col("flows_filtered_out", "flows", "Connections that did not match the filters.", |r| r.flows_filtered_out),
+            u64_col("flows_untracked_map_full", "flows", "Matching connections not tracked because the kernel flow table was full.", |r| r.flows_untracked_map_full),
+            u64_col("decode_errors", "events", "Ring buffer records that could not be decoded.", |r| r.decode_errors),
+            i64_col("clock_offset_ns", "ns", "UTC = kernel monotonic + this offset (see docs/schema.md, Time).", |r| r.clock_offset_ns),
+            i64_col("clock_error_ns", "ns", "Bound on the conversion error: bracket half-width plus drift of the offset between start and end.", |r| r.clock_error_ns),
+        ]
+    }
+}
