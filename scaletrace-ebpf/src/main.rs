@@ -304,6 +304,10 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
     let flow = unsafe { &mut *flow };
     let ops = unsafe { &*ctx.ops };
     let srtt_us = ops.srtt_us >> 3; // the kernel keeps srtt scaled by 8
+    if srtt_us == 0 {
+        // No RTT measured yet (the handshake ACK): nothing to record.
+        return Ok(());
+    }
     refresh_counters(ops, flow);
     flow.rtt_count += 1;
     flow.srtt_sum_us += srtt_us as u64;

@@ -1,1 +1,89 @@
-fn main() {}
+//! Project tasks: `cargo xtask setup | build | test | run`.
+mod setup;
+
+use std::process::Command;
+
+use anyhow::{bail, Context as _, Result};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "scaletrace project tasks")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install everything a fresh Debian machine lacks: nightly rust-src, llvm-22, bpf-linker,
+    /// iproute2/iptables, and the test tools (DuckDB, pytest). Quick when all is there.
+    Setup,
+    /// Build the release binary (the eBPF object is built and embedded by scaletrace/build.rs).
+    Build,
+    /// Run every test: unit tests, then the integration tests in tests/ against real eBPF
+    /// programs, real namespaced traffic and a real DuckDB (needs root).
+    Test {
+        /// Extra arguments for pytest (e.g. -k loss).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        pytest_args: Vec<String>,
+    },
+    /// Set up, build, and run scaletrace (default: `record --duration 30s --out ./traces`).
+    Run {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+pub fn run(cmd: &mut Command) -> Result<()> {
+    let status = cmd
+        .status()
+        .with_context(|| format!("failed to start {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    Ok(())
+}
+
+fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+fn build_release() -> Result<std::path::PathBuf> {
+    run(Command::new("cargo")
+        .current_dir(workspace_root())
+        .args(["build", "--release", "-p", "scaletrace"]))?;
+    Ok(workspace_root().join("target/release/scaletrace"))
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().task {
+        Task::Setup => setup::setup(),
+        Task::Build => build_release().map(|_| ()),
+        Task::Test { pytest_args } => {
+            setup::setup()?;
+            let root = workspace_root();
+            run(Command::new("cargo").current_dir(&root).args(["test", "--workspace"]))?;
+            let bin = build_release()?;
+            run(Command::new("python3")
+                .current_dir(&root)
+                .env("SCALETRACE_BIN", &bin)
+                .args(["-m", "pytest", "-v", "tests"])
+                .args(pytest_args))
+        }
+        Task::Run { args } => {
+            setup::setup()?;
+            let bin = build_release()?;
+            let args = if args.is_empty() {
+                ["record", "--duration", "30s", "--out", "./traces"]
+                    .map(String::from)
+                    .to_vec()
+            } else {
+                args
+            };
+            run(Command::new(bin).current_dir(workspace_root()).args(args))
+        }
+    }
+}

@@ -1,0 +1,159 @@
+"""Test hosts for scaletrace: network namespaces joined by veth, with traffic, loss and rate
+limits, and a recorder wrapper. Everything created here is removed by the fixtures."""
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import duckdb
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_subnet = itertools.count(10)
+
+
+def sh(*args, check=True, **kw):
+    return subprocess.run(args, check=check, capture_output=True, text=True, **kw)
+
+
+class NetPair:
+    """Two namespaces, `a` (client, 10.201.N.1) and `b` (server, 10.201.N.2), on one veth link."""
+
+    def __init__(self):
+        tag = uuid.uuid4().hex[:6]
+        n = next(_subnet)
+        self.a, self.b = f"st-a-{tag}", f"st-b-{tag}"
+        self.a_ip, self.b_ip = f"10.201.{n}.1", f"10.201.{n}.2"
+        self.veth_a, self.veth_b = f"sta{tag}", f"stb{tag}"
+        sh("ip", "netns", "add", self.a)
+        sh("ip", "netns", "add", self.b)
+        sh("ip", "link", "add", self.veth_a, "netns", self.a, "type", "veth", "peer", "name", self.veth_b, "netns", self.b)
+        for ns, dev, ip in ((self.a, self.veth_a, self.a_ip), (self.b, self.veth_b, self.b_ip)):
+            sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+
+    def run(self, ns, *args, **kw):
+        return sh("ip", "netns", "exec", ns, *args, **kw)
+
+    def no_spurious_retransmits(self):
+        """Disables tail loss probes in the client namespace (a per-namespace sysctl): on a small,
+        busy CI machine the receiver can stall for over 10 ms, and TLP then retransmits data that
+        was never lost. A test that asserts zero retransmits without loss must rule that out."""
+        self.run(self.a, "sysctl", "-qw", "net.ipv4.tcp_early_retrans=0")
+
+    def drop_incoming(self, port, probability):
+        """Random loss of segments arriving at the server port (data direction)."""
+        self.run(self.b, "iptables", "-A", "INPUT", "-p", "tcp", "--dport", str(port),
+                 "-m", "statistic", "--mode", "random", "--probability", str(probability), "-j", "DROP")
+
+    def rate_limit_client(self, rate="20mbit", latency="300ms"):
+        """Token bucket on the client's egress: the queue it builds inflates RTT."""
+        self.run(self.a, "tc", "qdisc", "add", "dev", self.veth_a, "root", "tbf",
+                 "rate", rate, "burst", "32kbit", "latency", latency)
+
+    def close(self):
+        for ns in (self.a, self.b):
+            pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            sh("ip", "netns", "del", ns, check=False)
+
+
+SERVER = textwrap.dedent("""
+    import socket, sys
+    s = socket.socket(socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(16)
+    print('ready', flush=True)
+    for _ in range(int(sys.argv[3])):
+        c, _ = s.accept(); got = 0
+        while True:
+            d = c.recv(1 << 16)
+            if not d: break
+            got += len(d)
+        c.close(); print(got, flush=True)
+""")
+
+CLIENT = textwrap.dedent("""
+    import socket, sys, time
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+    total, hold = int(sys.argv[3]), float(sys.argv[4])
+    chunk = b'x' * (1 << 16); sent = 0
+    while sent < total:
+        n = c.send(chunk[:min(len(chunk), total - sent)]); sent += n
+    print(c.getsockname()[1], flush=True)
+    time.sleep(hold)
+    c.close()
+""")
+
+
+class Server:
+    def __init__(self, net, port, connections=1):
+        self.proc = subprocess.Popen(["ip", "netns", "exec", net.b, "taskset", "-c", "0", sys.executable, "-c", SERVER, net.b_ip, str(port), str(connections)],
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "ready"
+
+    def received(self, timeout=120):
+        out, _ = self.proc.communicate(timeout=timeout)
+        return [int(x) for x in out.split()]
+
+
+def transfer(net, port, nbytes, hold=0.0, timeout=180):
+    """Sends nbytes from a to b; returns (client local port, bytes the server received).
+
+    Client and server are pinned to one CPU: veth hands each packet to the backlog of the CPU
+    that sent it, and TCP sends both from the process and from ACK processing on whichever CPU
+    the ACK landed, so on several CPUs a flow reorders its own segments, and the reordering
+    triggers (spurious, DSACK-undone) fast retransmits that no loss caused."""
+    server = Server(net, port)
+    client = net.run(net.a, "taskset", "-c", "0", sys.executable, "-c", CLIENT, net.b_ip, str(port), str(nbytes), str(hold), timeout=timeout)
+    local_port = int(client.stdout.split()[0])
+    return local_port, server.received(timeout)[0]
+
+
+class Recorder:
+    """Runs `scaletrace record` and waits until its hooks are attached."""
+
+    def __init__(self, out_dir, *extra, duration=None):
+        self.out = str(out_dir)
+        args = [os.environ.get("SCALETRACE_BIN", os.path.join(HERE, "..", "target", "release", "scaletrace")),
+                "record", "--out", self.out, "--rtt-sample-interval", "1ms", *extra]
+        if duration:
+            args += ["--duration", duration]
+        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+        self.log = []
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.log.append(line)
+            if "recording to" in line:
+                return
+        self.proc.kill()
+        raise AssertionError("recorder did not start:\n" + "".join(self.log) + self.proc.stderr.read())
+
+    def stop(self, sig=signal.SIGINT, timeout=60):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        rest = self.proc.communicate(timeout=timeout)[1]
+        self.log.append(rest)
+        return self.proc.returncode
+
+    @property
+    def stderr(self):
+        return "".join(self.log)
+
+    def query(self, sql):
+        """Runs SQL with the tables available as views of the written Parquet."""
+        con = duckdb.connect()
+        for table in ("flows", "rtt", "retransmits", "state_changes", "capture"):
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{self.out}/{table}/*.parquet')")
+        return con.execute(sql).fetchall()

@@ -1,0 +1,101 @@
+"""Bad flags and a hostile environment: one clear line, a non-zero exit, nothing half-written."""
+import os
+import subprocess
+
+import duckdb
+import pytest
+
+from netlab import Recorder, transfer
+
+BIN = os.environ.get("SCALETRACE_BIN", os.path.join(os.path.dirname(__file__), "..", "target", "release", "scaletrace"))
+
+
+def run(*args, **kw):
+    return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=60, **kw)
+
+
+def error_line(proc):
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    errors = [l for l in lines if l.startswith("scaletrace: error:")]
+    assert len(errors) == 1, proc.stderr
+    return errors[0]
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["record", "--duration", "ten"], "invalid value 'ten' for '--duration"),
+    (["record", "--port", "99999"], "not a port"),
+    (["record", "--port", "10-5"], "empty"),
+    (["record", "--cidr", "10.0.0.0/40"], "--cidr"),
+    (["record", "--max-retransmit-rate", "0"], "--max-retransmit-rate"),
+    (["record", "--bogus"], "unexpected argument '--bogus'"),
+    (["frobnicate"], "unrecognized subcommand"),
+])
+def test_bad_flags_are_rejected_by_name(args, expected):
+    proc = run(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert expected in proc.stderr
+
+
+def test_help_explains_every_flag():
+    out = run("record", "--help").stdout
+    for flag in ("--duration", "--out", "--port", "--cidr", "--netns", "--cgroup", "--pid",
+                 "--rtt-sample-interval", "--max-retransmit-rate", "--quiet"):
+        assert flag in out
+    assert "Ctrl-C" in out
+    assert "record" in run("--help").stdout
+
+
+def test_unknown_netns(tmp_path):
+    proc = run("record", "--out", str(tmp_path), "--netns", "no-such-ns-xyz", "--duration", "1s")
+    assert proc.returncode == 1
+    assert "/run/netns/no-such-ns-xyz does not exist" in error_line(proc)
+
+
+def test_unknown_cgroup_and_pid(tmp_path):
+    proc = run("record", "--out", str(tmp_path), "--cgroup", "/nonexistent/cg", "--duration", "1s")
+    assert proc.returncode == 1 and "no such cgroup directory" in error_line(proc)
+    proc = run("record", "--out", str(tmp_path), "--pid", "999999999", "--duration", "1s")
+    assert proc.returncode == 1 and "no such process" in error_line(proc)
+
+
+def test_unwritable_output_fails_before_attaching(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    proc = run("record", "--out", str(blocker / "sub"), "--duration", "1s")
+    assert proc.returncode == 1
+    assert "--out" in error_line(proc) and "cannot create it" in error_line(proc)
+    assert "recording to" not in proc.stderr
+
+
+def test_without_privileges_the_error_names_what_is_missing(tmp_path):
+    os.chmod(tmp_path, 0o777)
+    proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+                           BIN, "record", "--out", str(tmp_path / "o"), "--duration", "1s"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    line = error_line(proc)
+    assert "needs root" in line and "CAP_BPF" in line and "sudo" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_full_disk_is_reported_and_other_tables_survive(net, tmp_path):
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20k", "tmpfs", str(small)], check=True)
+    try:
+        rec = Recorder(small, "--netns", net.a)
+        transfer(net, 5301, 8 << 20)
+        code = rec.stop()
+        assert code == 1, rec.stderr
+        errors = [l for l in rec.stderr.splitlines() if l.startswith("scaletrace: error:")]
+        assert len(errors) == 1 and "No space left on device" in errors[0], rec.stderr
+        # Tables closed before the disk filled are complete and valid; nothing torn carries the
+        # final name (a failed table stays *.parquet.partial).
+        complete = list(small.glob("*/*.parquet"))
+        assert complete, rec.stderr
+        for f in complete:
+            duckdb.sql(f"SELECT count(*) FROM read_parquet('{f}')").fetchall()
+        flows = duckdb.sql(f"SELECT count(*) FROM read_parquet('{small}/flows/*.parquet') WHERE remote_port = 5301")
+        assert flows.fetchall()[0][0] == 1
+    finally:
+        subprocess.run(["umount", str(small)], check=False)

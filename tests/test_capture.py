@@ -1,0 +1,148 @@
+"""End to end: real eBPF programs, real TCP between namespaces, real Parquet read by DuckDB."""
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+
+import duckdb
+
+from netlab import Recorder, Server, transfer
+
+MB = 1 << 20
+
+
+def client_flow(rec, net, port):
+    rows = rec.query(f"""
+        SELECT flow_id, bytes_sent, total_retrans, retransmit_events, rtt_updates, direction, comm,
+               open_at_end, local_addr, remote_addr, local_port
+        FROM flows WHERE remote_addr = '{net.b_ip}' AND remote_port = {port}""")
+    assert len(rows) == 1, f"expected one client flow to port {port}, got {rows}\n{rec.stderr}"
+    return rows[0]
+
+
+def test_clean_transfer_is_recorded_with_its_tuple_bytes_and_rtt(net, tmp_path):
+    net.no_spurious_retransmits()
+    rec = Recorder(tmp_path, "--netns", net.a)
+    local_port, received = transfer(net, 5201, 20 * MB)
+    assert rec.stop() == 0, rec.stderr
+    assert received == 20 * MB
+
+    flow_id, sent, total_retrans, retrans_events, rtt_updates, direction, comm, open_at_end, laddr, raddr, lport = client_flow(rec, net, 5201)
+    assert (laddr, raddr, lport) == (net.a_ip, net.b_ip, local_port)
+    assert direction == "active" and not open_at_end
+    assert comm.startswith("python")
+    # bytes_acked counts the FIN too; allow a few percent as the issue asks.
+    assert abs(sent - received) <= 0.02 * received
+    assert total_retrans == 0 and retrans_events == 0
+    assert rtt_updates > 0
+    assert rec.query(f"SELECT count(*) FROM retransmits WHERE flow_id = {flow_id}")[0][0] == 0
+
+    srtts = [r[0] for r in rec.query(f"SELECT srtt_us FROM rtt WHERE flow_id = {flow_id}")]
+    assert srtts, "no RTT samples"
+    # veth inside one machine: tens of microseconds to a few milliseconds.
+    assert 1 <= statistics.median(srtts) < 20_000, srtts
+
+    # Only the client namespace was selected: the server side must not appear.
+    assert rec.query("SELECT count(*) FROM flows WHERE direction = 'passive'")[0][0] == 0
+    (drops, flows, hooks) = rec.query("SELECT ring_drops, flows, hooks_attached FROM capture")[0]
+    assert drops == 0 and flows >= 1
+    assert "sock_ops" in hooks and "tcp:tcp_retransmit_skb" in hooks
+
+
+def test_random_loss_shows_up_as_retransmits(net, tmp_path):
+    net.drop_incoming(5202, 0.03)
+    rec = Recorder(tmp_path, "--netns", net.a)
+    _, received = transfer(net, 5202, 20 * MB)
+    assert rec.stop() == 0, rec.stderr
+    assert received == 20 * MB
+
+    flow_id, sent, total_retrans, retrans_events, *_ = client_flow(rec, net, 5202)
+    assert abs(sent - received) <= 0.02 * received
+    assert total_retrans > 0 and retrans_events > 0
+    rows = rec.query(f"SELECT count(*), min(kind), min(state) FROM retransmits WHERE flow_id = {flow_id}")
+    count, kind, _state = rows[0]
+    assert count > 0 and kind == "retransmit"
+    # Per-packet events and the kernel's own counter tell the same story (no rate limiting at this rate).
+    assert count <= total_retrans
+    assert rec.query("SELECT retransmits_over_rate, ring_drops FROM capture")[0] == (0, 0)
+
+
+def median_srtt(rec, net, port):
+    flow_id = client_flow(rec, net, port)[0]
+    return statistics.median(r[0] for r in rec.query(f"SELECT srtt_us FROM rtt WHERE flow_id = {flow_id}"))
+
+
+def test_rate_limit_queueing_raises_rtt(net, tmp_path):
+    rec = Recorder(tmp_path / "base", "--netns", net.a)
+    transfer(net, 5203, 4 * MB)
+    assert rec.stop() == 0, rec.stderr
+    base = median_srtt(rec, net, 5203)
+
+    net.rate_limit_client("20mbit", "300ms")
+    rec = Recorder(tmp_path / "shaped", "--netns", net.a)
+    transfer(net, 5204, 4 * MB)
+    assert rec.stop() == 0, rec.stderr
+    shaped = median_srtt(rec, net, 5204)
+    # A 20 Mbit/s bottleneck with a deep queue adds milliseconds of queueing to sub-ms veth RTT.
+    assert shaped > 2_000 and shaped > 5 * base, (base, shaped)
+
+
+def test_sigint_mid_transfer_leaves_readable_parquet_with_the_open_flow(net, tmp_path):
+    rec = Recorder(tmp_path, "--netns", net.a)
+    server = Server(net, 5205)
+    client = subprocess.Popen(["ip", "netns", "exec", net.a, sys.executable, "-c",
+                               "import socket,time,sys; c=socket.create_connection((sys.argv[1],5205)); c.sendall(b'x'*(1<<20)); print('sent',flush=True); time.sleep(30)",
+                               net.b_ip], stdout=subprocess.PIPE, text=True)
+    try:
+        assert client.stdout.readline().strip() == "sent"
+        assert rec.stop() == 0, rec.stderr
+    finally:
+        client.kill()
+        server.proc.kill()
+    assert not list(tmp_path.glob("*/*.partial"))
+    rows = rec.query(f"SELECT open_at_end, bytes_sent, \"end\" FROM flows WHERE remote_port = 5205")
+    assert len(rows) == 1
+    open_at_end, sent, end = rows[0]
+    assert open_at_end and end is None
+    assert sent >= 1 << 20
+    assert "stopped (SIGINT)" in rec.stderr
+
+
+def test_sigterm_also_flushes(net, tmp_path):
+    rec = Recorder(tmp_path, "--netns", net.a)
+    transfer(net, 5206, MB)
+    assert rec.stop(signal.SIGTERM) == 0, rec.stderr
+    assert rec.query("SELECT count(*) FROM flows WHERE remote_port = 5206")[0][0] == 1
+
+
+def test_port_filter_selects_only_matching_flows(net, tmp_path):
+    rec = Recorder(tmp_path, "--netns", net.a, "--port", "5207")
+    transfer(net, 5207, MB)
+    transfer(net, 5208, MB)
+    assert rec.stop() == 0, rec.stderr
+    ports = [r[0] for r in rec.query("SELECT remote_port FROM flows")]
+    assert ports == [5207]
+    assert rec.query("SELECT flows_filtered_out FROM capture")[0][0] >= 1
+
+
+def test_cidr_filter(net, tmp_path):
+    rec = Recorder(tmp_path, "--netns", net.a, "--cidr", "192.0.2.0/24")
+    transfer(net, 5209, MB)
+    assert rec.stop() == 0, rec.stderr
+    assert rec.query("SELECT count(*) FROM flows")[0][0] == 0
+    rec = Recorder(tmp_path / "match", "--netns", net.a, "--cidr", f"{net.b_ip}/32")
+    transfer(net, 5210, MB)
+    assert rec.stop() == 0, rec.stderr
+    assert rec.query("SELECT count(*) FROM flows WHERE remote_port = 5210")[0][0] == 1
+
+
+def test_duration_ends_the_run_and_metadata_names_the_node(net, tmp_path):
+    rec = Recorder(tmp_path, "--netns", net.a, duration="2s")
+    assert rec.proc.wait(timeout=30) == 0
+    rec.stop()
+    assert "duration reached" in rec.stderr
+    meta = dict(duckdb.sql(f"SELECT decode(key), decode(value) FROM parquet_kv_metadata('{tmp_path}/flows/*.parquet')").fetchall())
+    assert meta["scaletrace.host"] == socket.gethostname()
+    assert int(meta["scaletrace.clock.error_ns"]) >= 0
+    assert meta["scaletrace.boot_id"] == open("/proc/sys/kernel/random/boot_id").read().strip()

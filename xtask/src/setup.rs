@@ -1,0 +1,103 @@
+//! `cargo xtask setup`: idempotent installation of the toolchain and test tools.
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Result};
+
+use crate::run;
+
+/// Debian packages: LLVM 22 for bpf-linker (it must match nightly rustc's LLVM), network tools
+/// for the namespace tests, and pip for the Python test tools.
+const APT_PACKAGES: [&str; 5] = ["llvm-22-dev", "iproute2", "iptables", "python3-pip", "libzstd-dev"];
+const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
+
+fn succeeds(cmd: &mut Command) -> bool {
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+fn apt_packages() -> Result<()> {
+    let missing: Vec<&str> = APT_PACKAGES
+        .into_iter()
+        .filter(|p| !succeeds(Command::new("dpkg").args(["-s", p])))
+        .collect();
+    // pip may come with a non-Debian python3 (pyenv); do not install Debian's then.
+    let missing: Vec<&str> = missing
+        .into_iter()
+        .filter(|p| *p != "python3-pip" || !succeeds(Command::new("python3").args(["-m", "pip", "--version"])))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    eprintln!("setup: installing Debian packages {}", missing.join(" "));
+    run(Command::new("apt-get").arg("update").arg("-q"))?;
+    run(Command::new("apt-get")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .args(["install", "-y", "-q", "--no-install-recommends"])
+        .args(&missing))
+}
+
+fn nightly_rust_src() -> Result<()> {
+    let has_nightly = Command::new("rustup")
+        .args(["toolchain", "list"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.starts_with("nightly")))
+        .unwrap_or(false);
+    if !has_nightly {
+        eprintln!("setup: installing the nightly toolchain");
+        run(Command::new("rustup").args(["toolchain", "install", "nightly", "--profile", "minimal"]))?;
+    }
+    let has_src = Command::new("rustup")
+        .args(["component", "list", "--installed", "--toolchain", "nightly"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.starts_with("rust-src")))
+        .unwrap_or(false);
+    if !has_src {
+        eprintln!("setup: adding rust-src to nightly");
+        run(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", "nightly"]))?;
+    }
+    Ok(())
+}
+
+fn bpf_linker() -> Result<()> {
+    if succeeds(Command::new("bpf-linker").arg("--version")) {
+        return Ok(());
+    }
+    eprintln!("setup: building bpf-linker against llvm-22 (about a minute)");
+    let path = format!("{LLVM_PREFIX}/bin:{}", std::env::var("PATH").unwrap_or_default());
+    run(Command::new("cargo")
+        .env("LLVM_PREFIX", LLVM_PREFIX)
+        .env("PATH", path)
+        .args(["install", "bpf-linker", "--no-default-features", "--features", "llvm-22"]))
+}
+
+fn python_test_tools() -> Result<()> {
+    if succeeds(Command::new("python3").args(["-c", "import duckdb, pytest"])) {
+        return Ok(());
+    }
+    eprintln!("setup: installing duckdb and pytest from PyPI");
+    let pip = |extra: &[&str]| {
+        Command::new("python3")
+            .args(["-m", "pip", "install", "-q", "duckdb", "pytest"])
+            .args(extra)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    // Debian's own python3 refuses system-wide pip installs without the override.
+    if pip(&[]) || pip(&["--break-system-packages"]) {
+        Ok(())
+    } else {
+        bail!("installing duckdb and pytest with pip failed")
+    }
+}
+
+pub fn setup() -> Result<()> {
+    apt_packages()?;
+    nightly_rust_src()?;
+    bpf_linker()?;
+    python_test_tools()?;
+    Ok(())
+}
