@@ -414,7 +414,9 @@ fn end_flow(ctx: &SockOpsContext) -> Result<(), i64> {
 /// Reads the connection tuple from a tcp/sock tracepoint record.
 #[inline(always)]
 fn tracepoint_tuple(ctx: &TracePointContext, off: &TracepointOffsets) -> Result<FlowTuple, i64> {
-    let read_u16 = |o: u16| -> Result<u16, i64> { unsafe { ctx.read_at::<u16>(o as usize) }.map_err(|e| e as i64) };
+    let read_u16 = |o: u16| -> Result<u16, i64> {
+        unsafe { ctx.read_at::<u16>(o as usize) }.map_err(|e| e as i64)
+    };
     let mut tuple = FlowTuple {
         family: read_u16(off.family)?,
         local_port: read_u16(off.sport)?,
@@ -460,7 +462,11 @@ fn take_retransmit_token(now: u64) -> bool {
 }
 
 #[inline(always)]
-fn handle_retransmit(ctx: &TracePointContext, off: &TracepointOffsets, synack: bool) -> Result<(), i64> {
+fn handle_retransmit(
+    ctx: &TracePointContext,
+    off: &TracepointOffsets,
+    synack: bool,
+) -> Result<(), i64> {
     let tuple = tracepoint_tuple(ctx, off)?;
     // A SYN-ACK precedes establishment, so the flow cannot be tracked yet: apply the static
     // filters instead (the namespace filter cannot apply here).

@@ -131,7 +131,11 @@ impl Assembler {
             host: self.host.clone(),
             ts: self.utc(e.header.ts_ns),
             flow_id: (e.cookie != 0).then_some(e.cookie),
-            kind: if e.synack != 0 { "synack" } else { "retransmit" },
+            kind: if e.synack != 0 {
+                "synack"
+            } else {
+                "retransmit"
+            },
             family: tuple_family(t),
             local_addr: addr_string(t.family, &t.local_addr),
             local_port: t.local_port,
@@ -144,7 +148,10 @@ impl Assembler {
     /// Converts a state change and remembers the owner when it ran in process context.
     pub fn state_change(&mut self, e: &StateChangeEvent) -> StateChangeRow {
         let comm = comm_string(&e.comm);
-        if e.cookie != 0 && (e.newstate == TCP_FIN_WAIT1 || e.newstate == TCP_LAST_ACK) && e.pid != 0 {
+        if e.cookie != 0
+            && (e.newstate == TCP_FIN_WAIT1 || e.newstate == TCP_LAST_ACK)
+            && e.pid != 0
+        {
             self.owners.insert(e.cookie, (e.pid, comm.clone()));
         }
         let t = &e.tuple;
@@ -181,14 +188,24 @@ mod tests {
     }
 
     fn asm() -> Assembler {
-        Assembler::new("n1".into(), ClockOffset { offset_ns: 1_000_000_000, error_ns: 1 })
+        Assembler::new(
+            "n1".into(),
+            ClockOffset {
+                offset_ns: 1_000_000_000,
+                error_ns: 1,
+            },
+        )
     }
 
     #[test]
     fn closed_flow_gets_owner_from_its_close_transition() {
         let mut a = asm();
         let close = StateChangeEvent {
-            header: EventHeader { kind: EVENT_STATE_CHANGE, _pad: 0, ts_ns: 50 },
+            header: EventHeader {
+                kind: EVENT_STATE_CHANGE,
+                _pad: 0,
+                ts_ns: 50,
+            },
             tuple: v4_tuple(),
             cookie: 9,
             oldstate: 1,
@@ -224,7 +241,10 @@ mod tests {
         assert!(!flow.open_at_end);
         assert_eq!(flow.srtt_mean_us, Some(100.0));
         assert_eq!(flow.min_rtt_us, Some(40));
-        assert_eq!((flow.local_addr.as_str(), flow.remote_port), ("10.0.0.1", 5201));
+        assert_eq!(
+            (flow.local_addr.as_str(), flow.remote_port),
+            ("10.0.0.1", 5201)
+        );
         assert_eq!(flow.direction, "active");
         // The owner entry is consumed with the closed flow.
         assert!(a.owners.is_empty());
@@ -255,7 +275,12 @@ mod tests {
     #[test]
     fn softirq_transitions_do_not_set_the_owner() {
         let mut a = asm();
-        let mut e = StateChangeEvent { cookie: 3, newstate: 5, pid: 77, ..Default::default() };
+        let mut e = StateChangeEvent {
+            cookie: 3,
+            newstate: 5,
+            pid: 77,
+            ..Default::default()
+        };
         e.tuple = v4_tuple();
         a.state_change(&e);
         assert!(a.owners.is_empty());
@@ -265,7 +290,11 @@ mod tests {
     fn rtt_row_derives_in_flight_and_delivery_rate() {
         let a = asm();
         let e = RttSampleEvent {
-            header: EventHeader { kind: EVENT_RTT_SAMPLE, _pad: 0, ts_ns: 5 },
+            header: EventHeader {
+                kind: EVENT_RTT_SAMPLE,
+                _pad: 0,
+                ts_ns: 5,
+            },
             cookie: 2,
             packets_out: 10,
             retrans_out: 2,
@@ -281,19 +310,36 @@ mod tests {
         // 125 segments * 1000 B * 8 bit / 1 ms = 1 Gbit/s
         assert_eq!(r.delivery_rate_bps, Some(1e9));
         assert_eq!(r.ts, 1_000_000_005);
-        let idle = a.rtt(&RttSampleEvent { rate_interval_us: 0, ..e });
+        let idle = a.rtt(&RttSampleEvent {
+            rate_interval_us: 0,
+            ..e
+        });
         assert_eq!(idle.delivery_rate_bps, None);
     }
 
     #[test]
     fn retransmit_rows_name_kind_and_state() {
         let a = asm();
-        let e = RetransmitEvent { tuple: v4_tuple(), cookie: 0, state: 3, synack: 1, ..Default::default() };
+        let e = RetransmitEvent {
+            tuple: v4_tuple(),
+            cookie: 0,
+            state: 3,
+            synack: 1,
+            ..Default::default()
+        };
         let r = a.retransmit(&e);
         assert_eq!((r.kind, r.state, r.flow_id), ("synack", "SYN_RECV", None));
-        let e = RetransmitEvent { cookie: 8, state: 1, synack: 0, ..e };
+        let e = RetransmitEvent {
+            cookie: 8,
+            state: 1,
+            synack: 0,
+            ..e
+        };
         let r = a.retransmit(&e);
-        assert_eq!((r.kind, r.state, r.flow_id), ("retransmit", "ESTABLISHED", Some(8)));
+        assert_eq!(
+            (r.kind, r.state, r.flow_id),
+            ("retransmit", "ESTABLISHED", Some(8))
+        );
         assert_eq!(r.family, "ipv4");
     }
 }

@@ -53,7 +53,7 @@ impl ClockOffset {
     }
 
     /// Converts a kernel monotonic timestamp to UTC ns.
-    pub fn to_utc_ns(&self, mono_ns: u64) -> i64 {
+    pub fn to_utc_ns(self, mono_ns: u64) -> i64 {
         mono_ns as i64 + self.offset_ns
     }
 }

@@ -11,13 +11,16 @@ use arrow::{
     datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit},
 };
 
+/// Builds one column's array from a slice of rows.
+type BuildFn<R> = Box<dyn Fn(&[R]) -> ArrayRef + Send + Sync>;
+
 pub struct Column<R> {
     pub name: &'static str,
     pub data_type: DataType,
     pub nullable: bool,
     pub unit: &'static str,
     pub doc: &'static str,
-    build: Box<dyn Fn(&[R]) -> ArrayRef + Send + Sync>,
+    build: BuildFn<R>,
 }
 
 impl<R> Column<R> {
@@ -46,7 +49,9 @@ macro_rules! column_kind {
                 nullable: false,
                 unit,
                 doc,
-                build: Box::new(move |rows| Arc::new(<$array>::from_iter_values(rows.iter().map(get))) as ArrayRef),
+                build: Box::new(move |rows| {
+                    Arc::new(<$array>::from_iter_values(rows.iter().map(get))) as ArrayRef
+                }),
             }
         }
 
@@ -63,7 +68,9 @@ macro_rules! column_kind {
                 nullable: true,
                 unit,
                 doc,
-                build: Box::new(move |rows| Arc::new(rows.iter().map(get).collect::<$array>()) as ArrayRef),
+                build: Box::new(move |rows| {
+                    Arc::new(rows.iter().map(get).collect::<$array>()) as ArrayRef
+                }),
             }
         }
     };
@@ -86,7 +93,9 @@ pub fn bool_col<R: 'static>(
         nullable: false,
         unit: "",
         doc,
-        build: Box::new(move |rows| Arc::new(rows.iter().map(|r| Some(get(r))).collect::<BooleanArray>()) as ArrayRef),
+        build: Box::new(move |rows| {
+            Arc::new(rows.iter().map(|r| Some(get(r))).collect::<BooleanArray>()) as ArrayRef
+        }),
     }
 }
 
@@ -98,8 +107,10 @@ pub fn ts_col<R: 'static>(name: &'static str, doc: &'static str, get: fn(&R) -> 
         unit: "ns, UTC",
         doc,
         build: Box::new(move |rows| {
-            Arc::new(TimestampNanosecondArray::from_iter_values(rows.iter().map(get)).with_timezone("UTC"))
-                as ArrayRef
+            Arc::new(
+                TimestampNanosecondArray::from_iter_values(rows.iter().map(get))
+                    .with_timezone("UTC"),
+            ) as ArrayRef
         }),
     }
 }
@@ -116,8 +127,12 @@ pub fn opt_ts_col<R: 'static>(
         unit: "ns, UTC",
         doc,
         build: Box::new(move |rows| {
-            Arc::new(rows.iter().map(get).collect::<TimestampNanosecondArray>().with_timezone("UTC"))
-                as ArrayRef
+            Arc::new(
+                rows.iter()
+                    .map(get)
+                    .collect::<TimestampNanosecondArray>()
+                    .with_timezone("UTC"),
+            ) as ArrayRef
         }),
     }
 }
@@ -133,7 +148,9 @@ pub fn str_col<R: 'static>(
         nullable: false,
         unit: "",
         doc,
-        build: Box::new(move |rows| Arc::new(StringArray::from_iter_values(rows.iter().map(get))) as ArrayRef),
+        build: Box::new(move |rows| {
+            Arc::new(StringArray::from_iter_values(rows.iter().map(get))) as ArrayRef
+        }),
     }
 }
 
@@ -148,7 +165,9 @@ pub fn opt_str_col<R: 'static>(
         nullable: true,
         unit: "",
         doc,
-        build: Box::new(move |rows| Arc::new(rows.iter().map(get).collect::<StringArray>()) as ArrayRef),
+        build: Box::new(move |rows| {
+            Arc::new(rows.iter().map(get).collect::<StringArray>()) as ArrayRef
+        }),
     }
 }
 

@@ -42,7 +42,9 @@ pub fn decode(bytes: &[u8]) -> Result<Event> {
 /// Address of one side of a tuple.
 pub fn ip_addr(family: u16, bytes: &[u8; 16]) -> Option<IpAddr> {
     match family {
-        AF_INET => Some(IpAddr::V4(Ipv4Addr::new(bytes[0], bytes[1], bytes[2], bytes[3]))),
+        AF_INET => Some(IpAddr::V4(Ipv4Addr::new(
+            bytes[0], bytes[1], bytes[2], bytes[3],
+        ))),
         AF_INET6 => {
             let v6 = Ipv6Addr::from(*bytes);
             // Dual-stack sockets carry IPv4 peers as ::ffff:a.b.c.d; show them as IPv4 so one
@@ -94,8 +96,10 @@ mod tests {
 
     fn bytes_of<T>(v: &T) -> Vec<u8> {
         // SAFETY: test-only view of a repr(C) value as bytes.
-        unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
-            .to_vec()
+        unsafe {
+            std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
+        }
+        .to_vec()
     }
 
     #[test]
@@ -116,15 +120,21 @@ mod tests {
         let mut rt = RetransmitEvent::default();
         rt.header.kind = EVENT_RETRANSMIT;
         rt.tuple.local_port = 5201;
-        assert!(matches!(decode(&bytes_of(&rt)).unwrap(), Event::Retransmit(e) if e.tuple.local_port == 5201));
+        assert!(
+            matches!(decode(&bytes_of(&rt)).unwrap(), Event::Retransmit(e) if e.tuple.local_port == 5201)
+        );
         let mut end = FlowEndEvent::default();
         end.header.kind = EVENT_FLOW_END;
         end.stats.bytes_acked = 99;
-        assert!(matches!(decode(&bytes_of(&end)).unwrap(), Event::FlowEnd(e) if e.stats.bytes_acked == 99));
+        assert!(
+            matches!(decode(&bytes_of(&end)).unwrap(), Event::FlowEnd(e) if e.stats.bytes_acked == 99)
+        );
         let mut st = StateChangeEvent::default();
         st.header.kind = EVENT_STATE_CHANGE;
         st.newstate = 4;
-        assert!(matches!(decode(&bytes_of(&st)).unwrap(), Event::StateChange(e) if e.newstate == 4));
+        assert!(
+            matches!(decode(&bytes_of(&st)).unwrap(), Event::StateChange(e) if e.newstate == 4)
+        );
     }
 
     #[test]
@@ -133,10 +143,18 @@ mod tests {
         let mut rtt = RttSampleEvent::default();
         rtt.header.kind = EVENT_RTT_SAMPLE;
         let b = bytes_of(&rtt);
-        assert!(decode(&b[..40]).unwrap_err().to_string().contains("shorter"));
-        let mut h = EventHeader::default();
-        h.kind = 99;
-        assert!(decode(&bytes_of(&h)).unwrap_err().to_string().contains("unknown event kind 99"));
+        assert!(decode(&b[..40])
+            .unwrap_err()
+            .to_string()
+            .contains("shorter"));
+        let h = EventHeader {
+            kind: 99,
+            ..Default::default()
+        };
+        assert!(decode(&bytes_of(&h))
+            .unwrap_err()
+            .to_string()
+            .contains("unknown event kind 99"));
     }
 
     #[test]

@@ -183,13 +183,18 @@ mod tests {
         let mounts = "tmpfs /sys/fs/cgroup tmpfs rw 0 0\n\
                       cgroup /sys/fs/cgroup/cpu cgroup rw,cpu 0 0\n\
                       cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n";
-        assert_eq!(find_cgroup2_mount(mounts), Some("/sys/fs/cgroup/unified".into()));
+        assert_eq!(
+            find_cgroup2_mount(mounts),
+            Some("/sys/fs/cgroup/unified".into())
+        );
         assert_eq!(find_cgroup2_mount("proc /proc proc rw 0 0\n"), None);
     }
 
     #[test]
     fn unknown_netns_is_a_clear_error() {
         let err = netns_path("no-such-namespace-xyz").unwrap_err();
-        assert!(err.to_string().contains("/run/netns/no-such-namespace-xyz does not exist"));
+        assert!(err
+            .to_string()
+            .contains("/run/netns/no-such-namespace-xyz does not exist"));
     }
 }

@@ -44,7 +44,12 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .format(|buf, record| {
             use std::io::Write;
-            writeln!(buf, "scaletrace: {}: {}", record.level().as_str().to_lowercase(), record.args())
+            writeln!(
+                buf,
+                "scaletrace: {}: {}",
+                record.level().as_str().to_lowercase(),
+                record.args()
+            )
         })
         .init();
     let cli = Cli::parse();

@@ -109,9 +109,8 @@ impl<T: Table> TableWriter<T> {
             .with_context(|| format!("finishing {}", self.partial_path.display()))?;
         file.sync_all()
             .with_context(|| format!("syncing {}", self.partial_path.display()))?;
-        std::fs::rename(&self.partial_path, &self.final_path).with_context(|| {
-            format!("renaming {} into place", self.partial_path.display())
-        })?;
+        std::fs::rename(&self.partial_path, &self.final_path)
+            .with_context(|| format!("renaming {} into place", self.partial_path.display()))?;
         Ok(self.final_path.clone())
     }
 }
@@ -166,8 +165,15 @@ mod tests {
         assert!(!dir.path().join("flows/run1.parquet.partial").exists());
 
         let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap()).unwrap();
-        let kv = reader.metadata().file_metadata().key_value_metadata().unwrap().clone();
-        assert!(kv.iter().any(|k| k.key == "scaletrace.host" && k.value.as_deref() == Some("node1")));
+        let kv = reader
+            .metadata()
+            .file_metadata()
+            .key_value_metadata()
+            .unwrap()
+            .clone();
+        assert!(kv
+            .iter()
+            .any(|k| k.key == "scaletrace.host" && k.value.as_deref() == Some("node1")));
         assert!(kv.iter().any(|k| k.key == "scaletrace.clock.end_offset_ns"));
         assert_eq!(reader.schema().fields().len(), FlowRow::columns().len());
         let rows: usize = reader.build().unwrap().map(|b| b.unwrap().num_rows()).sum();
@@ -178,8 +184,22 @@ mod tests {
     fn batches_match_the_declared_schema_for_every_table() {
         // RecordBatch::try_new checks each array against the schema field (type, nullability).
         to_batch(&[sample_flow(1), FlowRow::default()]).unwrap();
-        to_batch(&[RttRow::default(), RttRow { delivery_rate_bps: Some(1.0), ..Default::default() }]).unwrap();
-        to_batch(&[RetransmitRow::default(), RetransmitRow { flow_id: Some(3), ..Default::default() }]).unwrap();
+        to_batch(&[
+            RttRow::default(),
+            RttRow {
+                delivery_rate_bps: Some(1.0),
+                ..Default::default()
+            },
+        ])
+        .unwrap();
+        to_batch(&[
+            RetransmitRow::default(),
+            RetransmitRow {
+                flow_id: Some(3),
+                ..Default::default()
+            },
+        ])
+        .unwrap();
         to_batch(&[StateChangeRow::default()]).unwrap();
         to_batch(&[CaptureRow::default()]).unwrap();
     }
@@ -189,6 +209,9 @@ mod tests {
         let err = TableWriter::<FlowRow>::create(Path::new("/proc/definitely/not"), "x", &[])
             .err()
             .unwrap();
-        assert!(format!("{err:#}").contains("creating /proc/definitely/not/flows"), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("creating /proc/definitely/not/flows"),
+            "{err:#}"
+        );
     }
 }

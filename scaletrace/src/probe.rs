@@ -74,7 +74,11 @@ pub struct Capture {
 }
 
 /// Fills in tracepoint offsets; a tracepoint whose layout cannot be read is marked missing.
-fn tracepoint_offsets(config: &mut Config, tracefs_root: &Path, hooks: &mut Hooks) -> Vec<&'static str> {
+fn tracepoint_offsets(
+    config: &mut Config,
+    tracefs_root: &Path,
+    hooks: &mut Hooks,
+) -> Vec<&'static str> {
     let mut usable = Vec::new();
     for tp in &TRACEPOINTS {
         let hook = format!("{}:{}", tp.category, tp.name);
@@ -85,7 +89,9 @@ fn tracepoint_offsets(config: &mut Config, tracefs_root: &Path, hooks: &mut Hook
                     && (off.protocol == TracepointOffsets::ABSENT
                         || off.newstate == TracepointOffsets::ABSENT) =>
             {
-                hooks.missing.push((hook, "kernel too old: no protocol/newstate fields".into()))
+                hooks
+                    .missing
+                    .push((hook, "kernel too old: no protocol/newstate fields".into()))
             }
             Ok(off) => {
                 *(tp.slot)(config) = off;
@@ -108,10 +114,15 @@ pub fn load_and_attach(mut config: Config, tracefs_root: &Path, cgroup: &Path) -
         .context("loading the eBPF object into the kernel failed")?;
 
     match attach_sockops(&mut ebpf, cgroup) {
-        Ok(()) => hooks.attached.push(format!("sock_ops:{}", cgroup.display())),
+        Ok(()) => hooks
+            .attached
+            .push(format!("sock_ops:{}", cgroup.display())),
         Err(e) => hooks.missing.push(("sock_ops".into(), short_error(&e))),
     }
-    for tp in TRACEPOINTS.iter().filter(|tp| usable_tracepoints.contains(&tp.program)) {
+    for tp in TRACEPOINTS
+        .iter()
+        .filter(|tp| usable_tracepoints.contains(&tp.program))
+    {
         let hook = format!("{}:{}", tp.category, tp.name);
         match attach_tracepoint(&mut ebpf, tp) {
             Ok(()) => hooks.attached.push(hook),
@@ -129,7 +140,13 @@ fn short_error(e: &anyhow::Error) -> String {
     if lines.len() <= 4 {
         return lines.join(" ");
     }
-    let mut tail: Vec<&str> = lines.iter().rev().filter(|l| !l.trim().is_empty()).take(4).copied().collect();
+    let mut tail: Vec<&str> = lines
+        .iter()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(4)
+        .copied()
+        .collect();
     tail.reverse();
     format!("{} ... {}", lines[0], tail.join(" | "))
 }
@@ -139,8 +156,10 @@ fn attach_sockops(ebpf: &mut Ebpf, cgroup: &Path) -> Result<()> {
         .program_mut("scaletrace_sockops")
         .context("program scaletrace_sockops missing from the object")?
         .try_into()?;
-    prog.load().context("the verifier rejected the sock_ops program")?;
-    let dir = std::fs::File::open(cgroup).with_context(|| format!("opening cgroup {}", cgroup.display()))?;
+    prog.load()
+        .context("the verifier rejected the sock_ops program")?;
+    let dir = std::fs::File::open(cgroup)
+        .with_context(|| format!("opening cgroup {}", cgroup.display()))?;
     // Default mode: on 5.7+ aya attaches through a BPF link, which always coexists with other
     // sock_ops users (CNI plugins) and takes no flags (AllowMultiple there is EINVAL).
     prog.attach(dir, CgroupAttachMode::default())
@@ -158,4 +177,3 @@ fn attach_tracepoint(ebpf: &mut Ebpf, tp: &TracepointHook) -> Result<()> {
     prog.attach(tp.category, tp.name)?;
     Ok(())
 }
-

@@ -38,7 +38,8 @@ pub struct FlowRow {
 
 impl Table for FlowRow {
     const NAME: &'static str = "flows";
-    const DESCRIPTION: &'static str = "One row per TCP connection that passed the filters: written when it closes, or \
+    const DESCRIPTION: &'static str =
+        "One row per TCP connection that passed the filters: written when it closes, or \
         at the end of the capture (`open_at_end = true`) with its counters at that moment. \
         Counters are the kernel's own per-socket counters, read in the kernel at each RTT \
         update and at close.";
@@ -101,7 +102,8 @@ pub struct RttRow {
 
 impl Table for RttRow {
     const NAME: &'static str = "rtt";
-    const DESCRIPTION: &'static str = "Per-flow latency samples from the sock_ops RTT callback, at most one per flow \
+    const DESCRIPTION: &'static str =
+        "Per-flow latency samples from the sock_ops RTT callback, at most one per flow \
         per `--rtt-sample-interval` (every update still feeds the `flows` aggregates).";
     fn columns() -> Vec<Column<Self>> {
         vec![
@@ -180,7 +182,8 @@ pub struct StateChangeRow {
 
 impl Table for StateChangeRow {
     const NAME: &'static str = "state_changes";
-    const DESCRIPTION: &'static str = "`sock:inet_sock_set_state` transitions of tracked flows, with the task that was \
+    const DESCRIPTION: &'static str =
+        "`sock:inet_sock_set_state` transitions of tracked flows, with the task that was \
         current. The task is meaningful for transitions made in process context (close(): \
         ESTABLISHED→FIN_WAIT1, CLOSE_WAIT→LAST_ACK); others run in softirq context and show \
         whatever task was interrupted.";
@@ -232,7 +235,8 @@ pub struct CaptureRow {
 
 impl Table for CaptureRow {
     const NAME: &'static str = "capture";
-    const DESCRIPTION: &'static str = "One row per `scaletrace record` run: node identity, hooks, event totals and every \
+    const DESCRIPTION: &'static str =
+        "One row per `scaletrace record` run: node identity, hooks, event totals and every \
         kind of loss. `ring_drops = 0` means no event was lost between kernel and disk.";
     fn columns() -> Vec<Column<Self>> {
         vec![

@@ -51,9 +51,15 @@ pub fn parse_format(text: &str) -> Result<HashMap<String, Field>> {
         for part in rest.split(';') {
             let part = part.trim();
             if let Some(v) = part.strip_prefix("offset:") {
-                offset = Some(v.parse::<u16>().with_context(|| format!("bad offset in `{line}`"))?);
+                offset = Some(
+                    v.parse::<u16>()
+                        .with_context(|| format!("bad offset in `{line}`"))?,
+                );
             } else if let Some(v) = part.strip_prefix("size:") {
-                size = Some(v.parse::<u16>().with_context(|| format!("bad size in `{line}`"))?);
+                size = Some(
+                    v.parse::<u16>()
+                        .with_context(|| format!("bad size in `{line}`"))?,
+                );
             } else if decl.is_none() && !part.is_empty() && !part.starts_with("signed:") {
                 decl = Some(part);
             }
@@ -116,8 +122,12 @@ pub fn tracepoint_offsets(
     state_field: Option<&str>,
 ) -> Result<TracepointOffsets> {
     let path = root.join("events").join(category).join(name).join("format");
-    let text = fs::read_to_string(&path)
-        .with_context(|| format!("tracepoint {category}:{name} not available ({})", path.display()))?;
+    let text = fs::read_to_string(&path).with_context(|| {
+        format!(
+            "tracepoint {category}:{name} not available ({})",
+            path.display()
+        )
+    })?;
     let fields = parse_format(&text).with_context(|| format!("parsing {}", path.display()))?;
     offsets(&fields, state_field).with_context(|| format!("tracepoint {category}:{name}"))
 }
@@ -175,7 +185,10 @@ print fmt: \"skbaddr=%p\"
 
     #[test]
     fn wrong_size_is_an_error() {
-        let text = RETRANSMIT_6_18.replace("__u16 sport;\toffset:28;\tsize:2", "__u32 sport;\toffset:28;\tsize:4");
+        let text = RETRANSMIT_6_18.replace(
+            "__u16 sport;\toffset:28;\tsize:2",
+            "__u32 sport;\toffset:28;\tsize:4",
+        );
         let err = offsets(&parse_format(&text).unwrap(), None).unwrap_err();
         assert!(err.to_string().contains("size 4"), "{err}");
     }

@@ -52,9 +52,12 @@ fn workspace_root() -> std::path::PathBuf {
 }
 
 fn build_release() -> Result<std::path::PathBuf> {
-    run(Command::new("cargo")
-        .current_dir(workspace_root())
-        .args(["build", "--release", "-p", "scaletrace"]))?;
+    run(Command::new("cargo").current_dir(workspace_root()).args([
+        "build",
+        "--release",
+        "-p",
+        "scaletrace",
+    ]))?;
     Ok(workspace_root().join("target/release/scaletrace"))
 }
 
@@ -65,7 +68,8 @@ fn main() -> Result<()> {
         Task::Test { pytest_args } => {
             setup::setup()?;
             let root = workspace_root();
-            run(Command::new("cargo").current_dir(&root).args(["test", "--workspace"]))?;
+            // Default members: the eBPF crate only builds for the BPF target.
+            run(Command::new("cargo").current_dir(&root).arg("test"))?;
             let bin = build_release()?;
             run(Command::new("python3")
                 .current_dir(&root)

@@ -6,8 +6,16 @@ use anyhow::{bail, Result};
 use crate::run;
 
 /// Debian packages: LLVM 22 for bpf-linker (it must match nightly rustc's LLVM), network tools
-/// for the namespace tests, and pip for the Python test tools.
-const APT_PACKAGES: [&str; 5] = ["llvm-22-dev", "iproute2", "iptables", "python3-pip", "libzstd-dev"];
+/// for the namespace tests (ip, tc, iptables, sysctl; taskset and setpriv are in util-linux),
+/// and pip for the Python test tools.
+const APT_PACKAGES: [&str; 6] = [
+    "llvm-22-dev",
+    "iproute2",
+    "iptables",
+    "procps",
+    "util-linux",
+    "python3-pip",
+];
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 
 fn succeeds(cmd: &mut Command) -> bool {
@@ -26,7 +34,10 @@ fn apt_packages() -> Result<()> {
     // pip may come with a non-Debian python3 (pyenv); do not install Debian's then.
     let missing: Vec<&str> = missing
         .into_iter()
-        .filter(|p| *p != "python3-pip" || !succeeds(Command::new("python3").args(["-m", "pip", "--version"])))
+        .filter(|p| {
+            *p != "python3-pip"
+                || !succeeds(Command::new("python3").args(["-m", "pip", "--version"]))
+        })
         .collect();
     if missing.is_empty() {
         return Ok(());
@@ -43,20 +54,40 @@ fn nightly_rust_src() -> Result<()> {
     let has_nightly = Command::new("rustup")
         .args(["toolchain", "list"])
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.starts_with("nightly")))
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l.starts_with("nightly"))
+        })
         .unwrap_or(false);
     if !has_nightly {
         eprintln!("setup: installing the nightly toolchain");
-        run(Command::new("rustup").args(["toolchain", "install", "nightly", "--profile", "minimal"]))?;
+        run(Command::new("rustup").args([
+            "toolchain",
+            "install",
+            "nightly",
+            "--profile",
+            "minimal",
+        ]))?;
     }
     let has_src = Command::new("rustup")
         .args(["component", "list", "--installed", "--toolchain", "nightly"])
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.starts_with("rust-src")))
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l.starts_with("rust-src"))
+        })
         .unwrap_or(false);
     if !has_src {
         eprintln!("setup: adding rust-src to nightly");
-        run(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", "nightly"]))?;
+        run(Command::new("rustup").args([
+            "component",
+            "add",
+            "rust-src",
+            "--toolchain",
+            "nightly",
+        ]))?;
     }
     Ok(())
 }
@@ -66,11 +97,20 @@ fn bpf_linker() -> Result<()> {
         return Ok(());
     }
     eprintln!("setup: building bpf-linker against llvm-22 (about a minute)");
-    let path = format!("{LLVM_PREFIX}/bin:{}", std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{LLVM_PREFIX}/bin:{}",
+        std::env::var("PATH").unwrap_or_default()
+    );
     run(Command::new("cargo")
         .env("LLVM_PREFIX", LLVM_PREFIX)
         .env("PATH", path)
-        .args(["install", "bpf-linker", "--no-default-features", "--features", "llvm-22"]))
+        .args([
+            "install",
+            "bpf-linker",
+            "--no-default-features",
+            "--features",
+            "llvm-22",
+        ]))
 }
 
 fn python_test_tools() -> Result<()> {

@@ -146,14 +146,24 @@ mod tests {
     fn port_ranges() {
         assert_eq!(parse_port_range("5201"), Ok((5201, 5201)));
         assert_eq!(parse_port_range("29500-29600"), Ok((29500, 29600)));
-        assert!(parse_port_range("70000").unwrap_err().contains("not a port"));
+        assert!(parse_port_range("70000")
+            .unwrap_err()
+            .contains("not a port"));
         assert!(parse_port_range("10-5").unwrap_err().contains("empty"));
         assert!(parse_port_range("x-5").is_err());
     }
 
     #[test]
     fn filters_become_config() {
-        let a = parse(&["--port", "5000-6000", "--cidr", "10.1.2.3/16", "--rtt-sample-interval", "1ms"]).unwrap();
+        let a = parse(&[
+            "--port",
+            "5000-6000",
+            "--cidr",
+            "10.1.2.3/16",
+            "--rtt-sample-interval",
+            "1ms",
+        ])
+        .unwrap();
         let c = a.config(77).unwrap();
         assert_eq!((c.port_min, c.port_max), (5000, 6000));
         assert_eq!(c.cidr_family, AF_INET);
@@ -170,7 +180,10 @@ mod tests {
     #[test]
     fn defaults_select_everything() {
         let c = parse(&[]).unwrap().config(0).unwrap();
-        assert_eq!((c.port_min, c.port_max, c.cidr_family, c.netns_cookie), (0, 65535, 0, 0));
+        assert_eq!(
+            (c.port_min, c.port_max, c.cidr_family, c.netns_cookie),
+            (0, 65535, 0, 0)
+        );
         assert_eq!(c.rtt_sample_interval_ns, 10_000_000);
     }
 
@@ -184,7 +197,10 @@ mod tests {
 
     #[test]
     fn reads_cgroup_v2_entry() {
-        assert_eq!(cgroup_v2_path("12:cpu:/a\n0::/system.slice/job.service\n"), Some("/system.slice/job.service"));
+        assert_eq!(
+            cgroup_v2_path("12:cpu:/a\n0::/system.slice/job.service\n"),
+            Some("/system.slice/job.service")
+        );
         assert_eq!(cgroup_v2_path("12:cpu:/a\n"), None);
     }
 }

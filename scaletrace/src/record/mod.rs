@@ -20,7 +20,9 @@ use status::StatusLine;
 
 use crate::{
     clock::{now_ns, ClockOffset},
-    environment, node::NodeIdentity, probe, tracefs,
+    environment,
+    node::NodeIdentity,
+    probe, tracefs,
 };
 
 /// Kernel-side counters summed over CPUs, indexed like `STAT_*`.
@@ -77,7 +79,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
     // Create the output first: a bad --out must fail before anything is attached.
     let mut sinks = Sinks::create(&args.out, &run_id, &node, &clock_start)?;
 
-    let probe::Capture { mut ebpf, hooks } = probe::load_and_attach(config, &tracefs_root, &cgroup)?;
+    let probe::Capture { mut ebpf, hooks } =
+        probe::load_and_attach(config, &tracefs_root, &cgroup)?;
     for (hook, why) in &hooks.missing {
         log::warn!("{hook} not attached: {why}");
     }
@@ -88,10 +91,15 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if !hooks.attached.iter().any(|h| h.starts_with("sock_ops")) {
         log::warn!("without sock_ops there is no flow table or RTT data, only retransmits");
     }
-    log::info!("recording to {} (run {run_id}); hooks: {}", args.out.display(), hooks.attached_list());
+    log::info!(
+        "recording to {} (run {run_id}); hooks: {}",
+        args.out.display(),
+        hooks.attached_list()
+    );
 
     let ring = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
-    let mut flows: BpfHashMap<MapData, u64, FlowStats> = take_map(&mut ebpf, "FLOWS")?.try_into()?;
+    let mut flows: BpfHashMap<MapData, u64, FlowStats> =
+        take_map(&mut ebpf, "FLOWS")?.try_into()?;
     let stats: PerCpuArray<MapData, u64> = take_map(&mut ebpf, "STATS")?.try_into()?;
 
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -103,7 +111,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
     // only after into_inner() below.
     let mut ring = unsafe { AsyncFd::register(ring) }
         .map_err(|e| anyhow::anyhow!("polling the ring buffer: {e}"))?;
-    let loop_result = runtime.block_on(event_loop(&args, &mut ring, &mut sinks, &mut flows, &stats));
+    let loop_result =
+        runtime.block_on(event_loop(&args, &mut ring, &mut sinks, &mut flows, &stats));
 
     // Detach first so no event is produced after the final drain.
     drop(ebpf);

@@ -32,18 +32,39 @@ pub struct Sinks {
 }
 
 impl Sinks {
-    pub fn create(out: &Path, run_id: &str, node: &NodeIdentity, clock: &ClockOffset) -> Result<Self> {
-        std::fs::create_dir_all(out).with_context(|| format!("--out {}: cannot create it", out.display()))?;
+    pub fn create(
+        out: &Path,
+        run_id: &str,
+        node: &NodeIdentity,
+        clock: &ClockOffset,
+    ) -> Result<Self> {
+        std::fs::create_dir_all(out)
+            .with_context(|| format!("--out {}: cannot create it", out.display()))?;
         let metadata = vec![
-            ("scaletrace.version".into(), env!("CARGO_PKG_VERSION").into()),
+            (
+                "scaletrace.version".into(),
+                env!("CARGO_PKG_VERSION").into(),
+            ),
             ("scaletrace.run_id".into(), run_id.into()),
             ("scaletrace.host".into(), node.hostname.clone()),
             ("scaletrace.boot_id".into(), node.boot_id.clone()),
             ("scaletrace.kernel".into(), node.kernel.clone()),
-            ("scaletrace.time_base".into(), "UTC ns; converted from CLOCK_MONOTONIC".into()),
-            ("scaletrace.clock.method".into(), "bracketed CLOCK_MONOTONIC/CLOCK_REALTIME reads, narrowest of 32".into()),
-            ("scaletrace.clock.offset_ns".into(), clock.offset_ns.to_string()),
-            ("scaletrace.clock.error_ns".into(), clock.error_ns.to_string()),
+            (
+                "scaletrace.time_base".into(),
+                "UTC ns; converted from CLOCK_MONOTONIC".into(),
+            ),
+            (
+                "scaletrace.clock.method".into(),
+                "bracketed CLOCK_MONOTONIC/CLOCK_REALTIME reads, narrowest of 32".into(),
+            ),
+            (
+                "scaletrace.clock.offset_ns".into(),
+                clock.offset_ns.to_string(),
+            ),
+            (
+                "scaletrace.clock.error_ns".into(),
+                clock.error_ns.to_string(),
+            ),
         ];
         Ok(Sinks {
             assembler: Assembler::new(node.hostname.clone(), *clock),
@@ -72,7 +93,12 @@ impl Sinks {
 
     /// Removes the files of a run that never started.
     pub fn abandon(self) {
-        for p in [self.flows.path(), self.rtt.path(), self.retransmits.path(), self.states.path()] {
+        for p in [
+            self.flows.path(),
+            self.rtt.path(),
+            self.retransmits.path(),
+            self.states.path(),
+        ] {
             let _ = std::fs::remove_file(p.with_extension("parquet.partial"));
         }
     }
@@ -152,7 +178,11 @@ impl Sinks {
         };
         note(self.drain(&mut ring));
         let end_mono = now_ns(libc::CLOCK_MONOTONIC) as u64;
-        let remaining: Vec<FlowStats> = flows.iter().filter_map(|r| r.ok()).map(|(_, s)| s).collect();
+        let remaining: Vec<FlowStats> = flows
+            .iter()
+            .filter_map(|r| r.ok())
+            .map(|(_, s)| s)
+            .collect();
         for s in &remaining {
             let row = self.assembler.flow(s, end_mono);
             note(self.flows.push(row));
@@ -197,10 +227,14 @@ impl Sinks {
             self.out.display()
         );
         let end_meta = [
-            ("scaletrace.clock.end_offset_ns", clock_end.offset_ns.to_string()),
+            (
+                "scaletrace.clock.end_offset_ns",
+                clock_end.offset_ns.to_string(),
+            ),
             ("scaletrace.ring_drops", capture.ring_drops.to_string()),
         ];
-        let mut capture_writer = TableWriter::<CaptureRow>::create(&self.out, &self.run_id, &self.metadata);
+        let mut capture_writer =
+            TableWriter::<CaptureRow>::create(&self.out, &self.run_id, &self.metadata);
         if let Ok(w) = capture_writer.as_mut() {
             for (k, v) in &end_meta {
                 w.append_metadata(k, v.clone());

@@ -22,7 +22,10 @@ impl StatusLine {
         let tty = std::io::stderr().is_terminal();
         let bar = (!quiet && tty).then(|| {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-            bar.set_style(ProgressStyle::with_template("{spinner} {elapsed:>4} {msg}").expect("valid template"));
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {elapsed:>4} {msg}")
+                    .expect("valid template"),
+            );
             bar
         });
         StatusLine {
@@ -34,7 +37,13 @@ impl StatusLine {
         }
     }
 
-    pub fn update(&mut self, elapsed: Duration, sinks: &Sinks, open_flows: usize, k: &KernelCounters) {
+    pub fn update(
+        &mut self,
+        elapsed: Duration,
+        sinks: &Sinks,
+        open_flows: usize,
+        k: &KernelCounters,
+    ) {
         let now = Instant::now();
         let dt = now.duration_since(self.last_at).as_secs_f64().max(1e-3);
         let rate = (sinks.events - self.last_events) as f64 / dt;
