@@ -121,10 +121,10 @@ def transfer(net, port, nbytes, hold=0.0, timeout=180):
 class Recorder:
     """Runs `scaletrace record` and waits until its hooks are attached."""
 
-    def __init__(self, out_dir, *extra, duration=None):
+    def __init__(self, out_dir, *extra, duration=None, prefix=(), rtt_interval="1ms"):
         self.out = str(out_dir)
-        args = [os.environ.get("SCALETRACE_BIN", os.path.join(HERE, "..", "target", "release", "scaletrace")),
-                "record", "--out", self.out, "--rtt-sample-interval", "1ms", *extra]
+        args = [*prefix, os.environ.get("SCALETRACE_BIN", os.path.join(HERE, "..", "target", "release", "scaletrace")),
+                "record", "--out", self.out, "--rtt-sample-interval", rtt_interval, *extra]
         if duration:
             args += ["--duration", duration]
         self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)

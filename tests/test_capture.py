@@ -146,3 +146,24 @@ def test_duration_ends_the_run_and_metadata_names_the_node(net, tmp_path):
     assert meta["scaletrace.host"] == socket.gethostname()
     assert int(meta["scaletrace.clock.error_ns"]) >= 0
     assert meta["scaletrace.boot_id"] == open("/proc/sys/kernel/random/boot_id").read().strip()
+
+
+def test_full_ring_buffer_is_counted_and_loses_no_flow(net, tmp_path):
+    # A 4 KiB ring, an RTT event per ACK, and the recorder frozen while the flows run and close:
+    # the ring overflows for certain.
+    rec = Recorder(tmp_path, "--netns", net.a, "--ring-buffer-kib", "4", rtt_interval="0s")
+    rec.proc.send_signal(signal.SIGSTOP)
+    try:
+        for port in range(5211, 5216):
+            transfer(net, port, 2 * MB)
+    finally:
+        rec.proc.send_signal(signal.SIGCONT)
+    assert rec.stop() == 0, rec.stderr
+    drops, drops_rtt, drops_end, rtt_rows = rec.query(
+        "SELECT ring_drops, ring_drops_rtt, ring_drops_flow_end, rtt_samples FROM capture")[0]
+    assert drops_rtt > 0 and drops_end > 0, (drops_rtt, drops_end)
+    assert rtt_rows == rec.query("SELECT count(*) FROM rtt")[0][0]
+    # Flow-end records that did not fit were recovered from the kernel flow table.
+    ports = sorted(r[0] for r in rec.query("SELECT remote_port FROM flows WHERE NOT open_at_end"))
+    assert ports == list(range(5211, 5216)), ports
+    assert f"{drops} events lost to a full ring buffer" in rec.stderr

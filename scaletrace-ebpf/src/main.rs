@@ -29,6 +29,7 @@ use aya_ebpf::{
     programs::{SockOpsContext, TracePointContext},
     EbpfContext,
 };
+use aya_log_ebpf::{debug, warn};
 use scaletrace_common::*;
 
 const TCP_CLOSE: u32 = 7;
@@ -221,16 +222,17 @@ fn handle_sockops(ctx: &SockOpsContext) -> Result<(), i64> {
         return Ok(());
     }
     match op {
-        BPF_SOCK_OPS_TCP_CONNECT_CB => start_flow(ctx, DIRECTION_ACTIVE),
+        BPF_SOCK_OPS_TCP_CONNECT_CB => start_flow(ctx, DIRECTION_ACTIVE, true),
         BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB => {
             // Connect happened before we attached, or the flow was not created: try now.
             let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
             if unsafe { FLOWS.get(cookie) }.is_none() {
-                start_flow(ctx, DIRECTION_ACTIVE)?;
+                // A flow filtered at connect() comes here too: count it only once.
+                start_flow(ctx, DIRECTION_ACTIVE, false)?;
             }
             Ok(())
         }
-        BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB => start_flow(ctx, DIRECTION_PASSIVE),
+        BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB => start_flow(ctx, DIRECTION_PASSIVE, true),
         BPF_SOCK_OPS_RTT_CB => on_rtt(ctx),
         BPF_SOCK_OPS_RETRANS_CB => on_retransmit(ctx),
         BPF_SOCK_OPS_STATE_CB => {
@@ -245,7 +247,7 @@ fn handle_sockops(ctx: &SockOpsContext) -> Result<(), i64> {
 }
 
 #[inline(always)]
-fn start_flow(ctx: &SockOpsContext, direction: u8) -> Result<(), i64> {
+fn start_flow(ctx: &SockOpsContext, direction: u8, first_look: bool) -> Result<(), i64> {
     let tuple = sockops_tuple(ctx.ops);
     let netns_cookie = unsafe { bpf_get_netns_cookie(ctx.as_ptr()) };
     let wanted_netns = cfg!(netns_cookie);
@@ -253,7 +255,13 @@ fn start_flow(ctx: &SockOpsContext, direction: u8) -> Result<(), i64> {
         || !cidr_matches(&tuple)
         || (wanted_netns != 0 && wanted_netns != netns_cookie)
     {
-        count(STAT_FILTERED_FLOWS);
+        if first_look {
+            count(STAT_FILTERED_FLOWS);
+            debug!(
+                ctx,
+                "filtered out: local port {} remote port {}", tuple.local_port, tuple.remote_port
+            );
+        }
         return Ok(());
     }
     let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
@@ -271,8 +279,19 @@ fn start_flow(ctx: &SockOpsContext, direction: u8) -> Result<(), i64> {
     stats.direction = direction;
     if FLOWS.insert(cookie, &*stats, 0).is_err() {
         count(STAT_FLOW_MAP_FULL);
+        warn!(
+            ctx,
+            "flow table full ({} flows): not tracking port {}", MAX_FLOWS, tuple.remote_port
+        );
         return Ok(());
     }
+    debug!(
+        ctx,
+        "tracking flow {} local port {} remote port {}",
+        cookie,
+        tuple.local_port,
+        tuple.remote_port
+    );
     let _ = TRACKED.insert(tuple, cookie, 0);
     // Only matching flows pay for the per-ACK callbacks.
     let flags = ctx.cb_flags()

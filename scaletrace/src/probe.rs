@@ -104,12 +104,28 @@ fn tracepoint_offsets(
 }
 
 /// Loads the programs with `config` and attaches sock_ops to `cgroup` and the tracepoints.
-pub fn load_and_attach(mut config: Config, tracefs_root: &Path, cgroup: &Path) -> Result<Capture> {
+pub fn load_and_attach(
+    mut config: Config,
+    ring_bytes: u32,
+    tracefs_root: &Path,
+    cgroup: &Path,
+) -> Result<Capture> {
     let mut hooks = Hooks::default();
     let usable_tracepoints = tracepoint_offsets(&mut config, tracefs_root, &mut hooks);
 
+    // Program-side aya-log statements below this level cost nothing: follow the loader's level.
+    let ebpf_log_level: u8 = match log::max_level() {
+        log::LevelFilter::Off => 0,
+        log::LevelFilter::Error => 1,
+        log::LevelFilter::Warn => 2,
+        log::LevelFilter::Info => 3,
+        log::LevelFilter::Debug => 4,
+        log::LevelFilter::Trace => 5,
+    };
     let mut ebpf = EbpfLoader::new()
         .override_global("CONFIG", &config, true)
+        .override_global("AYA_LOG_LEVEL", &ebpf_log_level, false)
+        .map_max_entries("EVENTS", ring_bytes)
         .load(EBPF_OBJECT)
         .context("loading the eBPF object into the kernel failed")?;
 

@@ -49,6 +49,11 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_retransmit_rate: u64,
 
+    /// Size of the kernel-to-userspace ring buffer in KiB: a power of two, at least one page.
+    /// Larger absorbs longer bursts; every event lost to a full buffer is counted in `capture`.
+    #[arg(long, default_value_t = 8192, value_name = "KIB", value_parser = parse_ring_kib)]
+    pub ring_buffer_kib: u32,
+
     /// No live status line.
     #[arg(short, long)]
     pub quiet: bool,
@@ -71,6 +76,18 @@ pub fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
         return Err(format!("port range {lo}-{hi} is empty (low > high)"));
     }
     Ok((lo, hi))
+}
+
+pub fn parse_ring_kib(s: &str) -> Result<u32, String> {
+    let kib: u32 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size in KiB"))?;
+    if kib < 4 || !kib.is_power_of_two() || kib > 1 << 20 {
+        return Err(format!(
+            "{kib} KiB: the ring buffer must be a power of two between 4 KiB and 1 GiB"
+        ));
+    }
+    Ok(kib)
 }
 
 impl RecordArgs {
@@ -193,6 +210,12 @@ mod tests {
         assert!(parse(&["--cidr", "10.0.0.0/33"]).is_err());
         assert!(parse(&["--max-retransmit-rate", "0"]).is_err());
         assert!(parse(&["--cgroup", "/x", "--pid", "1"]).is_err());
+        assert!(parse(&["--ring-buffer-kib", "3000"]).is_err());
+        assert!(parse(&["--ring-buffer-kib", "2"]).is_err());
+        assert_eq!(
+            parse(&["--ring-buffer-kib", "64"]).unwrap().ring_buffer_kib,
+            64
+        );
     }
 
     #[test]

@@ -80,7 +80,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let mut sinks = Sinks::create(&args.out, &run_id, &node, &clock_start)?;
 
     let probe::Capture { mut ebpf, hooks } =
-        probe::load_and_attach(config, &tracefs_root, &cgroup)?;
+        probe::load_and_attach(config, args.ring_buffer_kib * 1024, &tracefs_root, &cgroup)?;
     for (hook, why) in &hooks.missing {
         log::warn!("{hook} not attached: {why}");
     }
@@ -97,6 +97,13 @@ pub fn run(args: RecordArgs) -> Result<()> {
         hooks.attached_list()
     );
 
+    let ebpf_logger = match aya_log::EbpfLogger::init(&mut ebpf) {
+        Ok(logger) => Some(logger),
+        Err(e) => {
+            log::warn!("eBPF-side diagnostics unavailable: {e}");
+            None
+        }
+    };
     let ring = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
     let mut flows: BpfHashMap<MapData, u64, FlowStats> =
         take_map(&mut ebpf, "FLOWS")?.try_into()?;
@@ -111,8 +118,16 @@ pub fn run(args: RecordArgs) -> Result<()> {
     // only after into_inner() below.
     let mut ring = unsafe { AsyncFd::register(ring) }
         .map_err(|e| anyhow::anyhow!("polling the ring buffer: {e}"))?;
-    let loop_result =
-        runtime.block_on(event_loop(&args, &mut ring, &mut sinks, &mut flows, &stats));
+    // SAFETY: as above, the logger owns its ring buffer fd for its whole life.
+    let mut ebpf_logger = ebpf_logger.and_then(|l| unsafe { AsyncFd::register(l) }.ok());
+    let loop_result = runtime.block_on(event_loop(
+        &args,
+        &mut ring,
+        ebpf_logger.as_mut(),
+        &mut sinks,
+        &mut flows,
+        &stats,
+    ));
 
     // Detach first so no event is produced after the final drain.
     drop(ebpf);
@@ -130,9 +145,25 @@ pub fn run(args: RecordArgs) -> Result<()> {
     }
 }
 
+/// Diagnostics logged by the eBPF programs through aya-log.
+type EbpfLog = AsyncFd<aya_log::EbpfLogger<&'static dyn log::Log>>;
+
+/// Waits until the eBPF log has records; never, when there is no logger.
+async fn ebpf_log_ready<'a>(
+    logger: &'a mut Option<&mut EbpfLog>,
+) -> std::io::Result<
+    tokio::io::unix::AsyncFdReadyMutGuard<'a, aya_log::EbpfLogger<&'static dyn log::Log>>,
+> {
+    match logger {
+        Some(l) => l.readable_mut().await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn event_loop(
     args: &RecordArgs,
     ring: &mut AsyncFd<RingBuf<aya::maps::MapData>>,
+    mut ebpf_log: Option<&mut EbpfLog>,
     sinks: &mut Sinks,
     flows: &mut BpfHashMap<MapData, u64, FlowStats>,
     stats: &PerCpuArray<MapData, u64>,
@@ -155,6 +186,11 @@ async fn event_loop(
             guard = ring.readable_mut() => {
                 let mut guard = guard.context("waiting on the ring buffer")?;
                 sinks.drain(guard.get_inner_mut())?;
+                guard.clear_ready();
+            }
+            guard = ebpf_log_ready(&mut ebpf_log) => {
+                let mut guard = guard.context("waiting on the eBPF log")?;
+                guard.get_inner_mut().flush();
                 guard.clear_ready();
             }
             _ = tick.tick() => {
