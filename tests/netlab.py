@@ -39,6 +39,12 @@ class NetPair:
     def run(self, ns, *args, **kw):
         return sh("ip", "netns", "exec", ns, *args, **kw)
 
+    def add_ipv6(self):
+        """Adds fd00:5c::1 (a) and fd00:5c::2 (b) without duplicate address detection."""
+        for ns, dev, ip in ((self.a, self.veth_a, "fd00:5c::1"), (self.b, self.veth_b, "fd00:5c::2")):
+            sh("ip", "-n", ns, "-6", "addr", "add", f"{ip}/64", "dev", dev, "nodad")
+        return "fd00:5c::1", "fd00:5c::2"
+
     def no_spurious_retransmits(self):
         """Disables tail loss probes in the client namespace (a per-namespace sysctl): on a small,
         busy CI machine the receiver can stall for over 10 ms, and TLP then retransmits data that
@@ -95,8 +101,8 @@ CLIENT = textwrap.dedent("""
 
 
 class Server:
-    def __init__(self, net, port, connections=1):
-        self.proc = subprocess.Popen(["ip", "netns", "exec", net.b, "taskset", "-c", "0", sys.executable, "-c", SERVER, net.b_ip, str(port), str(connections)],
+    def __init__(self, net, port, connections=1, bind=None):
+        self.proc = subprocess.Popen(["ip", "netns", "exec", net.b, "taskset", "-c", "0", sys.executable, "-c", SERVER, bind or net.b_ip, str(port), str(connections)],
                                      stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout.readline().strip() == "ready"
 

@@ -167,3 +167,22 @@ def test_full_ring_buffer_is_counted_and_loses_no_flow(net, tmp_path):
     ports = sorted(r[0] for r in rec.query("SELECT remote_port FROM flows WHERE NOT open_at_end"))
     assert ports == list(range(5211, 5216)), ports
     assert f"{drops} events lost to a full ring buffer" in rec.stderr
+
+
+def test_ipv6_flow(net, tmp_path):
+    a6, b6 = net.add_ipv6()
+    rec = Recorder(tmp_path, "--netns", net.a, "--cidr", "fd00:5c::/64")
+    server = Server(net, 5220, bind=b6)
+    client = subprocess.run(["ip", "netns", "exec", net.a, sys.executable, "-c",
+                             "import socket,sys; c=socket.create_connection((sys.argv[1],5220)); c.sendall(b'x'*(1<<20)); c.close()", b6],
+                            capture_output=True, text=True, timeout=60)
+    assert client.returncode == 0, client.stderr
+    assert server.received() == [1 << 20]
+    assert rec.stop() == 0, rec.stderr
+    rows = rec.query("SELECT family, local_addr, remote_addr, bytes_sent, rtt_updates FROM flows WHERE remote_port = 5220")
+    assert len(rows) == 1, rows
+    family, local, remote, sent, rtt_updates = rows[0]
+    assert (family, local, remote) == ("ipv6", a6, b6)
+    assert sent >= 1 << 20 and rtt_updates > 0
+    states = rec.query("SELECT count(*) FROM state_changes WHERE remote_port = 5220 AND flow_id IS NOT NULL")
+    assert states[0][0] >= 2  # the tracepoints matched the IPv6 tuple of the sock_ops flow

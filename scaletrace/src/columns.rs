@@ -219,3 +219,20 @@ pub fn markdown<T: Table>() -> String {
     out.push('\n');
     out
 }
+
+pub fn opt_bool_col<R: 'static>(
+    name: &'static str,
+    doc: &'static str,
+    get: fn(&R) -> Option<bool>,
+) -> Column<R> {
+    Column {
+        name,
+        data_type: DataType::Boolean,
+        nullable: true,
+        unit: "",
+        doc,
+        build: Box::new(move |rows| {
+            Arc::new(rows.iter().map(get).collect::<BooleanArray>()) as ArrayRef
+        }),
+    }
+}

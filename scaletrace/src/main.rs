@@ -4,7 +4,12 @@ mod clock;
 mod columns;
 mod decode;
 mod environment;
+mod gpu;
+mod import;
+mod kineto;
+mod merge;
 mod node;
+mod parquet_read;
 mod parquet_sink;
 mod probe;
 mod record;
@@ -36,6 +41,10 @@ struct Cli {
 enum Command {
     /// Record TCP flows, RTT samples, retransmits and state changes to Parquet (needs root).
     Record(record::RecordArgs),
+    /// Import PyTorch profiler (Kineto) Chrome traces into the gpu_events table.
+    Import(import::ImportArgs),
+    /// Join GPU and network tables into per-window rows (the windows table).
+    Merge(merge::MergeArgs),
     /// Print the documentation of every table (the text of docs/schema.md).
     Schema,
 }
@@ -55,6 +64,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Record(args) => record::run(args),
+        Command::Import(args) => import::run(args),
+        Command::Merge(args) => merge::run(args),
         Command::Schema => {
             print!("{}", schema_doc::render());
             Ok(())

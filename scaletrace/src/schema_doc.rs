@@ -47,6 +47,11 @@ pub fn render() -> String {
     out.push_str(&markdown::<RetransmitRow>());
     out.push_str(&markdown::<StateChangeRow>());
     out.push_str(&markdown::<CaptureRow>());
+    out.push_str(&markdown::<GpuDeviceRow>());
+    out.push_str(&markdown::<GpuSampleRow>());
+    out.push_str(&markdown::<GpuProcessRow>());
+    out.push_str(&markdown::<GpuEventRow>());
+    out.push_str(&markdown::<WindowRow>());
     out
 }
 

@@ -267,3 +267,244 @@ impl Table for CaptureRow {
         ]
     }
 }
+
+/// One complete ("X") event of an imported GPU/collective timeline.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuEventRow {
+    pub host: String,
+    pub rank: Option<i64>,
+    pub ts: i64,
+    pub dur_ns: i64,
+    pub category: String,
+    pub name: String,
+    pub on_gpu: bool,
+    pub collective: Option<String>,
+    pub device: Option<i64>,
+    pub stream: Option<i64>,
+    pub pid: Option<i64>,
+    pub tid: Option<i64>,
+    pub correlation: Option<i64>,
+    pub source: String,
+}
+
+impl Table for GpuEventRow {
+    const NAME: &'static str = "gpu_events";
+    const DESCRIPTION: &'static str =
+        "Events imported by `scaletrace import` from PyTorch profiler (Kineto) Chrome \
+        traces: GPU kernels, memcpy/memset, CPU ops and the rest of the complete (`ph: X`) events, \
+        on the same UTC time axis as the network tables.";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Host the trace came from (`--host`, default: this host).", |r| &r.host),
+            opt_i64_col("rank", "", "Distributed rank: `distributedInfo.rank` of the trace, or `--rank`.", |r| r.rank),
+            ts_col("ts", "Event start: `baseTimeNanoseconds + ts` of the trace (see Time).", |r| r.ts),
+            i64_col("dur_ns", "ns", "Event duration.", |r| r.dur_ns),
+            str_col("category", "Kineto `cat`: `kernel`, `gpu_memcpy`, `gpu_memset`, `cpu_op`, `cuda_runtime`, ...", |r| &r.category),
+            str_col("name", "Kernel or operator name.", |r| &r.name),
+            bool_col("on_gpu", "The event ran on the GPU (kernel, memcpy, memset).", |r| r.on_gpu),
+            opt_str_col("collective", "For NCCL kernels (`ncclKernel*`, `ncclDevKernel*`): the collective, e.g. `AllReduce`.", |r| r.collective.as_deref()),
+            opt_i64_col("device", "", "GPU index (`args.device`).", |r| r.device),
+            opt_i64_col("stream", "", "CUDA stream (`args.stream`).", |r| r.stream),
+            opt_i64_col("pid", "", "Trace `pid` (process, or GPU for device rows).", |r| r.pid),
+            opt_i64_col("tid", "", "Trace `tid` (thread, or stream for device rows).", |r| r.tid),
+            opt_i64_col("correlation", "", "Correlation id linking a kernel to the CUDA runtime call that launched it.", |r| r.correlation),
+            str_col("source", "File the event was imported from.", |r| &r.source),
+        ]
+    }
+}
+
+/// One time window of one host (and rank): GPU and network side by side.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WindowRow {
+    pub window_start: i64,
+    pub window_ns: i64,
+    pub host: String,
+    pub rank: Option<i64>,
+    pub gpu_busy_frac: Option<f64>,
+    pub compute_frac: Option<f64>,
+    pub collective_frac: Option<f64>,
+    pub collective_kernels: u64,
+    pub gpu_idle_in_collective_window: Option<bool>,
+    pub net_bytes_sent: u64,
+    pub net_throughput_bps: f64,
+    pub rtt_samples: u64,
+    pub rtt_p50_us: Option<f64>,
+    pub rtt_p99_us: Option<f64>,
+    pub retransmits: u64,
+}
+
+impl Table for WindowRow {
+    const NAME: &'static str = "windows";
+    const DESCRIPTION: &'static str =
+        "Written by `scaletrace merge`: for each window and host (and rank, when GPU \
+        events were imported for that host), GPU busy time, time inside NCCL kernels, network \
+        throughput, RTT percentiles and retransmits. The table to join on first.";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            ts_col("window_start", "Window start (windows are aligned to multiples of the window length since the UNIX epoch).", |r| r.window_start),
+            i64_col("window_ns", "ns", "Window length.", |r| r.window_ns),
+            str_col("host", "Host.", |r| &r.host),
+            opt_i64_col("rank", "", "Rank of the GPU events; null when the host has none.", |r| r.rank),
+            opt_f64_col("gpu_busy_frac", "fraction", "Share of the window with at least one GPU kernel/memcpy/memset running (union of intervals); null without GPU events.", |r| r.gpu_busy_frac),
+            opt_f64_col("compute_frac", "fraction", "Share of the window with non-NCCL GPU work running and no NCCL kernel.", |r| r.compute_frac),
+            opt_f64_col("collective_frac", "fraction", "Share of the window with an NCCL kernel running.", |r| r.collective_frac),
+            u64_col("collective_kernels", "count", "NCCL kernels overlapping the window.", |r| r.collective_kernels),
+            opt_bool_col("gpu_idle_in_collective_window", "Collectives ran and `compute_frac` < 0.5: the GPU spent the window mostly waiting on communication; null without GPU events.", |r| r.gpu_idle_in_collective_window),
+            u64_col("net_bytes_sent", "bytes", "Bytes acknowledged for this host's flows in the window (from successive `rtt` samples of each flow).", |r| r.net_bytes_sent),
+            f64_col("net_throughput_bps", "bit/s", "`net_bytes_sent` × 8 / window length.", |r| r.net_throughput_bps),
+            u64_col("rtt_samples", "count", "RTT samples of the host in the window.", |r| r.rtt_samples),
+            opt_f64_col("rtt_p50_us", "µs", "Median smoothed RTT of those samples.", |r| r.rtt_p50_us),
+            opt_f64_col("rtt_p99_us", "µs", "99th percentile smoothed RTT.", |r| r.rtt_p99_us),
+            u64_col("retransmits", "count", "Rows of `retransmits` in the window.", |r| r.retransmits),
+        ]
+    }
+}
+
+/// One GPU of the node, recorded once per run, with its nearest NIC.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuDeviceRow {
+    pub host: String,
+    pub run_id: String,
+    pub index: u32,
+    pub uuid: String,
+    pub name: String,
+    pub pci_bus_id: String,
+    pub numa_node: Option<i64>,
+    pub memory_total_bytes: Option<u64>,
+    pub nearest_nic: Option<String>,
+    pub nic_numa_node: Option<i64>,
+    pub nic_locality: Option<String>,
+}
+
+impl Table for GpuDeviceRow {
+    const NAME: &'static str = "gpu_devices";
+    const DESCRIPTION: &'static str =
+        "The node's GPUs (NVML), once per run, with the NIC nearest to each in the PCIe \
+        tree: GPU-NIC locality is a classic cause of one slow rank.";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            str_col("run_id", "Run of `scaletrace record`.", |r| &r.run_id),
+            u32_col("index", "", "NVML device index.", |r| r.index),
+            str_col("uuid", "GPU UUID.", |r| &r.uuid),
+            str_col("name", "Product name.", |r| &r.name),
+            str_col("pci_bus_id", "PCI bus id as NVML reports it.", |r| &r.pci_bus_id),
+            opt_i64_col("numa_node", "", "NUMA node of the GPU (sysfs).", |r| r.numa_node),
+            opt_u64_col("memory_total_bytes", "bytes", "GPU memory.", |r| r.memory_total_bytes),
+            opt_str_col("nearest_nic", "Nearest network or RDMA device (sysfs class/net, class/infiniband).", |r| r.nearest_nic.as_deref()),
+            opt_i64_col("nic_numa_node", "", "NUMA node of that NIC.", |r| r.nic_numa_node),
+            opt_str_col("nic_locality", "`PIX` (common PCIe switch), `PHB` (same host bridge), `NODE` (same NUMA node), `SYS` (across NUMA nodes), as in `nvidia-smi topo -m`.", |r| r.nic_locality.as_deref()),
+        ]
+    }
+}
+
+/// One NVML sample of one GPU. Metrics the GPU does not support are null.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuSampleRow {
+    pub host: String,
+    pub ts: i64,
+    pub index: u32,
+    pub sm_util_pct: Option<u32>,
+    pub mem_util_pct: Option<u32>,
+    pub sm_clock_mhz: Option<u32>,
+    pub mem_clock_mhz: Option<u32>,
+    pub power_mw: Option<u32>,
+    pub temperature_c: Option<u32>,
+    pub memory_used_bytes: Option<u64>,
+    pub pcie_tx_bytes_per_s: Option<u64>,
+    pub pcie_rx_bytes_per_s: Option<u64>,
+    pub throttle_reasons: Option<String>,
+}
+
+impl Table for GpuSampleRow {
+    const NAME: &'static str = "gpu_samples";
+    const DESCRIPTION: &'static str =
+        "NVML samples of every GPU at `--gpu-interval` (default 100 ms) during `record`.";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            ts_col("ts", "Sample time.", |r| r.ts),
+            u32_col(
+                "index",
+                "",
+                "NVML device index; joins to `gpu_devices.index`.",
+                |r| r.index,
+            ),
+            opt_u32_col(
+                "sm_util_pct",
+                "%",
+                "Share of the last sample period with a kernel running.",
+                |r| r.sm_util_pct,
+            ),
+            opt_u32_col(
+                "mem_util_pct",
+                "%",
+                "Share of the period with device memory being read or written.",
+                |r| r.mem_util_pct,
+            ),
+            opt_u32_col("sm_clock_mhz", "MHz", "SM clock.", |r| r.sm_clock_mhz),
+            opt_u32_col("mem_clock_mhz", "MHz", "Memory clock.", |r| r.mem_clock_mhz),
+            opt_u32_col("power_mw", "mW", "Power draw.", |r| r.power_mw),
+            opt_u32_col("temperature_c", "°C", "GPU temperature.", |r| {
+                r.temperature_c
+            }),
+            opt_u64_col("memory_used_bytes", "bytes", "Device memory in use.", |r| {
+                r.memory_used_bytes
+            }),
+            opt_u64_col(
+                "pcie_tx_bytes_per_s",
+                "bytes/s",
+                "PCIe transmit throughput (NVML, 20 ms window).",
+                |r| r.pcie_tx_bytes_per_s,
+            ),
+            opt_u64_col(
+                "pcie_rx_bytes_per_s",
+                "bytes/s",
+                "PCIe receive throughput.",
+                |r| r.pcie_rx_bytes_per_s,
+            ),
+            opt_str_col(
+                "throttle_reasons",
+                "Active clock throttle reasons, comma-separated; empty when none.",
+                |r| r.throttle_reasons.as_deref(),
+            ),
+        ]
+    }
+}
+
+/// Per-process GPU utilization, keyed by pid so it joins to `flows.pid`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuProcessRow {
+    pub host: String,
+    pub ts: i64,
+    pub index: u32,
+    pub pid: u32,
+    pub sm_util_pct: u32,
+    pub mem_util_pct: u32,
+}
+
+impl Table for GpuProcessRow {
+    const NAME: &'static str = "gpu_processes";
+    const DESCRIPTION: &'static str = "Per-process utilization samples where NVML offers them (`nvmlDeviceGetProcessUtilization`).";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            ts_col(
+                "ts",
+                "Sample time (NVML's own timestamp of the sample).",
+                |r| r.ts,
+            ),
+            u32_col("index", "", "NVML device index.", |r| r.index),
+            u32_col("pid", "", "Process id; joins to `flows.pid`.", |r| r.pid),
+            u32_col("sm_util_pct", "%", "SM utilization by this process.", |r| {
+                r.sm_util_pct
+            }),
+            u32_col(
+                "mem_util_pct",
+                "%",
+                "Memory utilization by this process.",
+                |r| r.mem_util_pct,
+            ),
+        ]
+    }
+}

@@ -54,6 +54,14 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 8192, value_name = "KIB", value_parser = parse_ring_kib)]
     pub ring_buffer_kib: u32,
 
+    /// GPU sampling interval (NVML), 10ms or more. GPUs are sampled when NVML finds any.
+    #[arg(long, default_value = "100ms", value_parser = parse_gpu_interval)]
+    pub gpu_interval: Duration,
+
+    /// Do not sample GPUs.
+    #[arg(long)]
+    pub no_gpu: bool,
+
     /// No live status line.
     #[arg(short, long)]
     pub quiet: bool,
@@ -76,6 +84,14 @@ pub fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
         return Err(format!("port range {lo}-{hi} is empty (low > high)"));
     }
     Ok((lo, hi))
+}
+
+pub fn parse_gpu_interval(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d < Duration::from_millis(10) {
+        return Err(format!("{s}: NVML samples no faster than every 10ms"));
+    }
+    Ok(d)
 }
 
 pub fn parse_ring_kib(s: &str) -> Result<u32, String> {
@@ -212,6 +228,11 @@ mod tests {
         assert!(parse(&["--cgroup", "/x", "--pid", "1"]).is_err());
         assert!(parse(&["--ring-buffer-kib", "3000"]).is_err());
         assert!(parse(&["--ring-buffer-kib", "2"]).is_err());
+        assert!(parse(&["--gpu-interval", "5ms"]).is_err());
+        assert_eq!(
+            parse(&["--gpu-interval", "10ms"]).unwrap().gpu_interval,
+            Duration::from_millis(10)
+        );
         assert_eq!(
             parse(&["--ring-buffer-kib", "64"]).unwrap().ring_buffer_kib,
             64

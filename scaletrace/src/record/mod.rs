@@ -76,6 +76,18 @@ pub fn run(args: RecordArgs) -> Result<()> {
         std::process::id()
     );
 
+    // Signal handlers go in before anything is attached: a Ctrl-C from here on ends the run
+    // cleanly instead of killing the process with programs attached and files half-written.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let _runtime_context = runtime.enter();
+    let mut signals = Signals {
+        sigint: signal(SignalKind::interrupt()).context("installing SIGINT handler")?,
+        sigterm: signal(SignalKind::terminate()).context("installing SIGTERM handler")?,
+    };
+
     // Create the output first: a bad --out must fail before anything is attached.
     let mut sinks = Sinks::create(&args.out, &run_id, &node, &clock_start)?;
 
@@ -91,6 +103,25 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if !hooks.attached.iter().any(|h| h.starts_with("sock_ops")) {
         log::warn!("without sock_ops there is no flow table or RTT data, only retransmits");
     }
+    let gpus = if args.no_gpu {
+        None
+    } else {
+        let output = crate::gpu::GpuOutput {
+            out: args.out.clone(),
+            run_id: run_id.clone(),
+            host: node.hostname.clone(),
+            metadata: sinks.metadata().to_vec(),
+            interval: args.gpu_interval,
+            sysfs: crate::gpu::topology::sysfs_root(None),
+        };
+        match crate::gpu::GpuRecorder::start(output) {
+            Ok(g) => Some(g),
+            Err(why) => {
+                log::info!("GPU sampling skipped: {why}");
+                None
+            }
+        }
+    };
     log::info!(
         "recording to {} (run {run_id}); hooks: {}",
         args.out.display(),
@@ -109,11 +140,6 @@ pub fn run(args: RecordArgs) -> Result<()> {
         take_map(&mut ebpf, "FLOWS")?.try_into()?;
     let stats: PerCpuArray<MapData, u64> = take_map(&mut ebpf, "STATS")?.try_into()?;
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let _runtime_context = runtime.enter();
     // SAFETY: the RingBuf owns its map fd and keeps it open until it is dropped, which happens
     // only after into_inner() below.
     let mut ring = unsafe { AsyncFd::register(ring) }
@@ -122,6 +148,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let mut ebpf_logger = ebpf_logger.and_then(|l| unsafe { AsyncFd::register(l) }.ok());
     let loop_result = runtime.block_on(event_loop(
         &args,
+        &mut signals,
         &mut ring,
         ebpf_logger.as_mut(),
         &mut sinks,
@@ -133,6 +160,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
     drop(ebpf);
     let ring = ring.into_inner();
     let finish = sinks.finish(ring, &mut flows, &stats, &hooks, &clock_start, start_utc);
+    let gpu_finish = gpus.map(|g| g.finish());
+    let finish = match (finish, gpu_finish) {
+        (Ok(summary), Some(Ok(gpu))) => Ok(format!("{summary}; {gpu}")),
+        (Ok(_), Some(Err(e))) => Err(e.context("GPU sampling")),
+        (finish, _) => finish,
+    };
     match (loop_result, finish) {
         (Err(e), _) => Err(e),
         (Ok(stop), Ok(summary)) => {
@@ -160,16 +193,20 @@ async fn ebpf_log_ready<'a>(
     }
 }
 
+struct Signals {
+    sigint: tokio::signal::unix::Signal,
+    sigterm: tokio::signal::unix::Signal,
+}
+
 async fn event_loop(
     args: &RecordArgs,
+    signals: &mut Signals,
     ring: &mut AsyncFd<RingBuf<aya::maps::MapData>>,
     mut ebpf_log: Option<&mut EbpfLog>,
     sinks: &mut Sinks,
     flows: &mut BpfHashMap<MapData, u64, FlowStats>,
     stats: &PerCpuArray<MapData, u64>,
 ) -> Result<&'static str> {
-    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let deadline = async {
         match args.duration {
             Some(d) => tokio::time::sleep(d).await,
@@ -199,8 +236,8 @@ async fn event_loop(
                 let counters = KernelCounters::read(stats)?;
                 status.update(started.elapsed(), sinks, flows.keys().count(), &counters);
             }
-            _ = sigint.recv() => break "SIGINT",
-            _ = sigterm.recv() => break "SIGTERM",
+            _ = signals.sigint.recv() => break "SIGINT",
+            _ = signals.sigterm.recv() => break "SIGTERM",
             _ = &mut deadline => break "duration reached",
         }
     };

@@ -81,6 +81,11 @@ impl Sinks {
         })
     }
 
+    /// File metadata shared by every table of the run.
+    pub fn metadata(&self) -> &[(String, String)] {
+        &self.metadata
+    }
+
     pub fn flows_written(&self) -> u64 {
         self.flows.rows()
     }

@@ -1,0 +1,366 @@
+//! GPU sampling during `record`. NVML sits behind [`GpuSource`] so the sampler logic is tested
+//! with a fake; without NVML or a GPU, sampling is skipped with one notice.
+pub mod nvml_source;
+pub mod topology;
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    thread::JoinHandle,
+    time::Duration,
+};
+
+use anyhow::{Context as _, Result};
+
+use crate::{
+    clock::now_ns,
+    parquet_sink::TableWriter,
+    tables::{GpuDeviceRow, GpuProcessRow, GpuSampleRow},
+};
+
+/// Static facts about one GPU.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuInfo {
+    pub index: u32,
+    pub uuid: String,
+    pub name: String,
+    pub pci_bus_id: String,
+    pub memory_total_bytes: Option<u64>,
+}
+
+/// One reading of one GPU; None where the GPU or driver does not support the metric.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuMetrics {
+    pub sm_util_pct: Option<u32>,
+    pub mem_util_pct: Option<u32>,
+    pub sm_clock_mhz: Option<u32>,
+    pub mem_clock_mhz: Option<u32>,
+    pub power_mw: Option<u32>,
+    pub temperature_c: Option<u32>,
+    pub memory_used_bytes: Option<u64>,
+    pub pcie_tx_kib_per_s: Option<u32>,
+    pub pcie_rx_kib_per_s: Option<u32>,
+    pub throttle_reasons: Option<Vec<String>>,
+}
+
+/// Per-process utilization as NVML reports it (timestamps in µs since the epoch).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProcessUtil {
+    pub pid: u32,
+    pub timestamp_us: u64,
+    pub sm_util_pct: u32,
+    pub mem_util_pct: u32,
+}
+
+pub trait GpuSource {
+    fn devices(&self) -> Result<Vec<GpuInfo>>;
+    fn metrics(&self, index: u32) -> GpuMetrics;
+    /// Samples newer than `since_us`.
+    fn processes(&self, index: u32, since_us: u64) -> Vec<ProcessUtil>;
+}
+
+/// Turns readings into rows; remembers per GPU the newest process sample already taken.
+pub struct Sampler<S: GpuSource> {
+    source: S,
+    host: String,
+    devices: Vec<GpuInfo>,
+    last_process_us: Vec<u64>,
+}
+
+impl<S: GpuSource> Sampler<S> {
+    pub fn new(source: S, host: &str) -> Result<Self> {
+        let devices = source.devices()?;
+        let now_us = (now_ns(libc::CLOCK_REALTIME) / 1000) as u64;
+        Ok(Sampler {
+            last_process_us: vec![now_us; devices.len()],
+            source,
+            host: host.into(),
+            devices,
+        })
+    }
+
+    pub fn devices(&self) -> &[GpuInfo] {
+        &self.devices
+    }
+
+    /// The `gpu_devices` rows, with each GPU's nearest NIC found under `sysfs`.
+    pub fn device_rows(&self, run_id: &str, sysfs: &Path) -> Vec<GpuDeviceRow> {
+        let nics = topology::nics(sysfs);
+        self.devices
+            .iter()
+            .map(|d| {
+                let place = topology::gpu_place(sysfs, &d.pci_bus_id);
+                let nearest = place.as_ref().and_then(|p| topology::nearest_nic(p, &nics));
+                GpuDeviceRow {
+                    host: self.host.clone(),
+                    run_id: run_id.into(),
+                    index: d.index,
+                    uuid: d.uuid.clone(),
+                    name: d.name.clone(),
+                    pci_bus_id: d.pci_bus_id.clone(),
+                    numa_node: place.as_ref().and_then(|p| p.numa_node),
+                    memory_total_bytes: d.memory_total_bytes,
+                    nearest_nic: nearest.map(|n| n.0.to_string()),
+                    nic_numa_node: nearest.and_then(|n| n.1.numa_node),
+                    nic_locality: nearest.map(|n| n.2.name().to_string()),
+                }
+            })
+            .collect()
+    }
+
+    /// One sample of every GPU at UTC `now`.
+    pub fn sample(&mut self, now: i64) -> (Vec<GpuSampleRow>, Vec<GpuProcessRow>) {
+        let mut samples = Vec::with_capacity(self.devices.len());
+        let mut processes = Vec::new();
+        for (slot, d) in self.devices.iter().enumerate() {
+            let m = self.source.metrics(d.index);
+            samples.push(GpuSampleRow {
+                host: self.host.clone(),
+                ts: now,
+                index: d.index,
+                sm_util_pct: m.sm_util_pct,
+                mem_util_pct: m.mem_util_pct,
+                sm_clock_mhz: m.sm_clock_mhz,
+                mem_clock_mhz: m.mem_clock_mhz,
+                power_mw: m.power_mw,
+                temperature_c: m.temperature_c,
+                memory_used_bytes: m.memory_used_bytes,
+                pcie_tx_bytes_per_s: m.pcie_tx_kib_per_s.map(|k| k as u64 * 1024),
+                pcie_rx_bytes_per_s: m.pcie_rx_kib_per_s.map(|k| k as u64 * 1024),
+                throttle_reasons: m.throttle_reasons.map(|r| r.join(",")),
+            });
+            for p in self.source.processes(d.index, self.last_process_us[slot]) {
+                self.last_process_us[slot] = self.last_process_us[slot].max(p.timestamp_us);
+                processes.push(GpuProcessRow {
+                    host: self.host.clone(),
+                    ts: (p.timestamp_us * 1000) as i64,
+                    index: d.index,
+                    pid: p.pid,
+                    sm_util_pct: p.sm_util_pct,
+                    mem_util_pct: p.mem_util_pct,
+                });
+            }
+        }
+        (samples, processes)
+    }
+}
+
+/// The GPU sampler thread of a recording.
+pub struct GpuRecorder {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Result<String>>,
+}
+
+/// Where and how the GPU tables of a run are written.
+pub struct GpuOutput {
+    pub out: PathBuf,
+    pub run_id: String,
+    pub host: String,
+    pub metadata: Vec<(String, String)>,
+    pub interval: Duration,
+    pub sysfs: PathBuf,
+}
+
+impl GpuRecorder {
+    /// Starts sampling in a thread (NVML calls block), or returns the reason it cannot.
+    pub fn start(o: GpuOutput) -> Result<Self, String> {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("gpu-sampler".into())
+            .spawn(move || -> Result<String> {
+                // NVML handles borrow the library handle, so both live in this thread.
+                let nvml = match nvml_source::NvmlSource::init() {
+                    Ok(n) => n,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return Ok(String::new());
+                    }
+                };
+                let mut sampler = match Sampler::new(nvml, &o.host) {
+                    Ok(s) if !s.devices().is_empty() => s,
+                    Ok(_) => {
+                        let _ = ready_tx.send(Err("NVML found no GPU".into()));
+                        return Ok(String::new());
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(format!("{e:#}")));
+                        return Ok(String::new());
+                    }
+                };
+                let _ = ready_tx.send(Ok(sampler.devices().len()));
+                record_gpus(&mut sampler, &o, &stop_flag)
+            })
+            .map_err(|e| format!("starting the GPU sampler thread: {e}"))?;
+        match ready_rx.recv() {
+            Ok(Ok(_)) => Ok(GpuRecorder { stop, thread }),
+            Ok(Err(why)) => {
+                let _ = thread.join();
+                Err(why)
+            }
+            Err(_) => Err("the GPU sampler thread died".into()),
+        }
+    }
+
+    /// Stops sampling and closes the GPU tables; returns a summary.
+    pub fn finish(self) -> Result<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the GPU sampler thread panicked"))?
+    }
+}
+
+/// The sampling loop: writes devices once, then samples until `stop`.
+pub fn record_gpus<S: GpuSource>(
+    sampler: &mut Sampler<S>,
+    o: &GpuOutput,
+    stop: &AtomicBool,
+) -> Result<String> {
+    let mut devices = TableWriter::<GpuDeviceRow>::create(&o.out, &o.run_id, &o.metadata)?;
+    for row in sampler.device_rows(&o.run_id, &o.sysfs) {
+        devices.push(row)?;
+    }
+    devices.close().context("writing gpu_devices")?;
+    let mut samples = TableWriter::<GpuSampleRow>::create(&o.out, &o.run_id, &o.metadata)?;
+    let mut processes = TableWriter::<GpuProcessRow>::create(&o.out, &o.run_id, &o.metadata)?;
+    let mut result = Ok(());
+    while !stop.load(Ordering::Relaxed) {
+        let (s, p) = sampler.sample(now_ns(libc::CLOCK_REALTIME));
+        if let Err(e) = s
+            .into_iter()
+            .try_for_each(|r| samples.push(r))
+            .and_then(|_| p.into_iter().try_for_each(|r| processes.push(r)))
+        {
+            result = Err(e);
+            break;
+        }
+        std::thread::sleep(o.interval);
+    }
+    let summary = format!(
+        "{} GPU samples of {} GPU(s)",
+        samples.rows(),
+        sampler.devices().len()
+    );
+    let closed = samples.close().and(processes.close());
+    result.and(closed).map(|_| summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    struct FakeGpus {
+        calls: Cell<u32>,
+    }
+
+    impl GpuSource for FakeGpus {
+        fn devices(&self) -> Result<Vec<GpuInfo>> {
+            Ok((0..2)
+                .map(|i| GpuInfo {
+                    index: i,
+                    uuid: format!("GPU-{i}"),
+                    name: "Fake H200".into(),
+                    pci_bus_id: format!("00000000:{:02x}:00.0", 0x10 + i),
+                    memory_total_bytes: Some(141 << 30),
+                })
+                .collect())
+        }
+        fn metrics(&self, index: u32) -> GpuMetrics {
+            self.calls.set(self.calls.get() + 1);
+            GpuMetrics {
+                sm_util_pct: Some(90 + index),
+                pcie_tx_kib_per_s: Some(2),
+                // GPU 1 does not report power or throttling.
+                power_mw: (index == 0).then_some(650_000),
+                throttle_reasons: (index == 0).then(|| vec!["sw_power_cap".to_string()]),
+                ..Default::default()
+            }
+        }
+        fn processes(&self, index: u32, since_us: u64) -> Vec<ProcessUtil> {
+            let p = ProcessUtil {
+                pid: 4242,
+                timestamp_us: since_us + 10,
+                sm_util_pct: 80,
+                mem_util_pct: 30,
+            };
+            if index == 0 {
+                vec![p]
+            } else {
+                vec![]
+            }
+        }
+    }
+
+    #[test]
+    fn samples_every_gpu_with_unsupported_metrics_as_null() {
+        let mut s = Sampler::new(
+            FakeGpus {
+                calls: Cell::new(0),
+            },
+            "n1",
+        )
+        .unwrap();
+        let (rows, procs) = s.sample(123);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            (rows[0].ts, rows[0].sm_util_pct, rows[1].sm_util_pct),
+            (123, Some(90), Some(91))
+        );
+        assert_eq!((rows[0].power_mw, rows[1].power_mw), (Some(650_000), None));
+        assert_eq!(rows[0].pcie_tx_bytes_per_s, Some(2048));
+        assert_eq!(rows[0].throttle_reasons.as_deref(), Some("sw_power_cap"));
+        assert_eq!(rows[1].throttle_reasons, None);
+        assert_eq!(procs.len(), 1);
+        assert_eq!(procs[0].pid, 4242);
+        // The next sample asks only for newer process samples.
+        let first_ts = procs[0].ts;
+        let (_, procs) = s.sample(124);
+        assert!(procs[0].ts > first_ts);
+    }
+
+    #[test]
+    fn writes_device_sample_and_process_tables_until_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Sampler::new(
+            FakeGpus {
+                calls: Cell::new(0),
+            },
+            "n1",
+        )
+        .unwrap();
+        let o = GpuOutput {
+            out: dir.path().into(),
+            run_id: "r1".into(),
+            host: "n1".into(),
+            metadata: vec![],
+            interval: Duration::from_millis(10),
+            sysfs: dir.path().join("no-sysfs"),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            flag.store(true, Ordering::Relaxed);
+        });
+        let summary = record_gpus(&mut s, &o, &stop).unwrap();
+        t.join().unwrap();
+        assert!(summary.contains("of 2 GPU(s)"), "{summary}");
+        for table in ["gpu_devices", "gpu_samples", "gpu_processes"] {
+            assert!(
+                dir.path().join(table).join("r1.parquet").exists(),
+                "{table}"
+            );
+        }
+        let devices = crate::parquet_read::read_table(dir.path(), "gpu_devices").unwrap();
+        assert_eq!(devices[0].num_rows(), 2);
+        let samples = crate::parquet_read::read_table(dir.path(), "gpu_samples").unwrap();
+        let n: usize = samples.iter().map(|b| b.num_rows()).sum();
+        assert!(n >= 4 && n.is_multiple_of(2), "{n}");
+    }
+}
