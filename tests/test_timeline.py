@@ -1,0 +1,136 @@
+"""GPU timelines beside the network: import a Kineto trace of the same period as a recorded
+namespace transfer, merge into windows, and check in DuckDB that they line up."""
+import json
+import os
+import socket
+import subprocess
+import time
+
+import duckdb
+
+from netlab import Recorder, transfer
+
+BIN = os.environ.get("SCALETRACE_BIN", os.path.join(os.path.dirname(__file__), "..", "target", "release", "scaletrace"))
+WINDOW_NS = 500_000_000
+
+
+def run(*args):
+    return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=120)
+
+
+def kineto_trace(path, base_ns, events, rank=0, base_key=True):
+    """A trace as the PyTorch profiler writes it: ts/dur in µs relative to baseTimeNanoseconds,
+    which comes after the events."""
+    doc = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
+           "traceEvents": events, "traceName": str(path)}
+    if base_key:
+        doc["baseTimeNanoseconds"] = base_ns
+    path.write_text(json.dumps(doc, indent=1))
+
+
+def kernel(name, start_ns, dur_ns, base_ns, stream=7, cat="kernel"):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream,
+            "ts": (start_ns - base_ns) / 1000, "dur": dur_ns / 1000,
+            "args": {"device": 0, "stream": stream, "correlation": start_ns % 100000}}
+
+
+def test_recorded_transfer_and_imported_trace_share_windows(net, tmp_path):
+    net.rate_limit_client("40mbit", "100ms")  # makes 8 MB last about two seconds
+    rec = Recorder(tmp_path, "--netns", net.a)
+    base = time.time_ns()
+    transfer(net, 5401, 8 << 20)
+    end = time.time_ns()
+    assert rec.stop() == 0, rec.stderr
+
+    w0 = -(-base // WINDOW_NS) * WINDOW_NS  # first window boundary after the start
+    events = [
+        # window w0: compute for the whole window, on two streams that overlap
+        kernel("volta_sgemm_128x64_nn", w0, WINDOW_NS, base),
+        kernel("elementwise_kernel", w0 + 100_000_000, 100_000_000, base, stream=8),
+        # window w0+1: an NCCL all-reduce for 80 % of it and nothing else
+        kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", w0 + WINDOW_NS, 400_000_000, base),
+        # a CPU op: imported, but not GPU time
+        kernel("aten::mm", w0, 50_000, base, cat="cpu_op"),
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}},
+    ]
+    trace = tmp_path / "rank0.pt.trace.json"
+    kineto_trace(trace, base, events)
+    imp = run("import", str(trace), "--out", str(tmp_path))
+    assert imp.returncode == 0, imp.stderr
+    assert "imported 4 events" in imp.stderr
+    merged = run("merge", str(tmp_path), "--window", "500ms")
+    assert merged.returncode == 0, merged.stderr
+
+    con = duckdb.connect()
+    for t in ("flows", "rtt", "gpu_events", "windows"):
+        con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{tmp_path}/{t}/*.parquet')")
+    host = socket.gethostname()
+
+    # Imported events sit on the UTC axis: base + ts.
+    first = con.execute("SELECT epoch_ns(ts), rank, collective FROM gpu_events WHERE on_gpu ORDER BY ts LIMIT 1").fetchone()
+    assert first == (w0, 0, None)
+    assert con.execute("SELECT collective FROM gpu_events WHERE collective IS NOT NULL").fetchall() == [("AllReduce",)]
+
+    win = {r[0]: r[1:] for r in con.execute(f"""
+        SELECT epoch_ns(window_start), gpu_busy_frac, compute_frac, collective_frac, collective_kernels,
+               gpu_idle_in_collective_window, net_bytes_sent, rtt_samples, rank
+        FROM windows WHERE host = '{host}' ORDER BY 1""").fetchall()}
+    busy, compute, coll, kernels, idle, *_ = win[w0]
+    assert (busy, compute, coll, kernels, idle) == (1.0, 1.0, 0.0, 0, False)
+    busy, compute, coll, kernels, idle, *_ = win[w0 + WINDOW_NS]
+    assert (compute, coll, kernels, idle) == (0.0, 0.8, 1, True)
+    assert abs(busy - 0.8) < 1e-9
+
+    # The network side of the same windows: the transfer's bytes, spread over its duration.
+    sent = con.execute(f"SELECT bytes_sent FROM flows WHERE remote_port = 5401").fetchone()[0]
+    in_windows = sum(v[5] for v in win.values())
+    assert 0.9 * sent <= in_windows <= sent, (in_windows, sent)
+    busy_windows = [w for w, v in win.items() if v[5] > 0]
+    assert len(busy_windows) >= 3, "a 2 s transfer spans several 500 ms windows"
+    assert min(busy_windows) >= (base // WINDOW_NS) * WINDOW_NS and max(busy_windows) <= end
+    assert all(win[w][6] > 0 for w in busy_windows), "RTT samples in every window with traffic"
+    assert {v[7] for v in win.values()} == {0}
+
+
+def test_truncated_trace_reports_location_and_keeps_earlier_events(tmp_path):
+    base = 1_700_000_000_000_000_000
+    events = [kernel(f"k{i}", base + i * 1000, 500, base) for i in range(3)]
+    trace = tmp_path / "cut.json"
+    kineto_trace(trace, base, events)
+    text = trace.read_text()
+    trace.write_text(text[: text.index('"k2"')])  # cut inside the third event
+    proc = run("import", str(trace), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 1
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("scaletrace: error:")]
+    assert len(errors) == 1, proc.stderr
+    # baseTimeNanoseconds is after the events, so the header pass already meets the cut
+    assert "truncated trace at line" in errors[0] and "column" in errors[0]
+
+
+def test_malformed_event_after_valid_ones_keeps_them(tmp_path):
+    base = 1_700_000_000_000_000_000
+    events = [kernel(f"k{i}", base + i * 1000, 500, base) for i in range(3)] + [{"ph": "X", "ts": "soon"}]
+    trace = tmp_path / "bad.json"
+    kineto_trace(trace, base, events)
+    proc = run("import", str(trace), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 1
+    assert "unexpected trace content at line" in proc.stderr
+    assert "3 events before the error were kept" in proc.stderr
+    kept = duckdb.sql(f"SELECT count(*) FROM read_parquet('{tmp_path}/out/gpu_events/*.parquet')").fetchall()[0][0]
+    assert kept == 3
+    meta = dict(duckdb.sql(f"SELECT decode(key), decode(value) FROM parquet_kv_metadata('{tmp_path}/out/gpu_events/*.parquet')").fetchall())
+    assert "scaletrace.import.incomplete" in meta
+
+
+def test_trace_without_time_base_is_refused(tmp_path):
+    trace = tmp_path / "rel.json"
+    kineto_trace(trace, 0, [kernel("k", 5_000, 1_000, 0)], base_key=False)
+    proc = run("import", str(trace), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 1 and "no baseTimeNanoseconds" in proc.stderr
+
+
+def test_merge_of_an_empty_directory_says_what_to_do(tmp_path):
+    proc = run("merge", str(tmp_path))
+    assert proc.returncode == 1
+    assert "no rtt, retransmits or gpu_events tables" in proc.stderr
+    assert run("import", str(tmp_path / "missing.json")).returncode == 1
