@@ -9,7 +9,8 @@ unit test fails when this file and the code disagree.
 ## Layout
 
 `scaletrace record --out DIR` writes one file per table and run:
-`DIR/<table>/<run-id>.parquet`, where `<run-id>` is `<host>-<UTC start>-<pid>`. Files are
+`DIR/<table>/<run-id>.parquet`, where `<run-id>` is `<host>-<UTC start>-<pid>`; `scaletrace
+import` writes `DIR/gpu_events/<host>-rank<N>-<trace name>.parquet`. Files are
 written as `*.parquet.partial` and renamed when complete, so `DIR/<table>/*.parquet` only ever
 matches complete files. Compression is zstd (level 3), row groups hold up to 131072 rows.
 
@@ -25,6 +26,22 @@ the narrowest bracket: `offset = realtime - midpoint`, error = half the bracket.
 converted with that offset. The offset is measured again at the end; `capture.clock_error_ns`
 is the bracket error plus the absolute change between the two (NTP slew or a step during the
 run). Across nodes, timestamps are as aligned as the nodes' NTP/PTP synchronisation.
+
+Imported timelines (`scaletrace import`, table `gpu_events`): the PyTorch profiler writes `ts`
+and `dur` in microseconds relative to `baseTimeNanoseconds`, a UNIX-epoch time taken from the
+traced node's wall clock. A row's time is `baseTimeNanoseconds + ts × 1000 + --time-offset-ns`
+(whole and fractional microseconds are converted separately, so nothing is lost to floating
+point). Traces without `baseTimeNanoseconds` are accepted only when their `ts` is absolute UNIX
+time; otherwise the import fails rather than guess. The method, base and offset are in the
+file metadata; the error is that of the traced node's clock against UTC, which scaletrace cannot
+measure from a file (`scaletrace.clock.error_ns` is `unknown` there).
+
+GPU samples (`gpu_samples`, `gpu_processes`) are stamped with CLOCK_REALTIME when taken
+(process samples with NVML's own UNIX-time stamp).
+
+`scaletrace merge DIR --window 1s` writes `DIR/windows/window-<length>.parquet` (replacing an
+earlier merge with the same window length). Windows are aligned to multiples of the window
+length since the UNIX epoch, so windows of different nodes line up.
 
 ## File metadata
 

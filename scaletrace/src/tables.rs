@@ -414,6 +414,11 @@ pub struct GpuSampleRow {
     pub pcie_tx_bytes_per_s: Option<u64>,
     pub pcie_rx_bytes_per_s: Option<u64>,
     pub throttle_reasons: Option<String>,
+    pub nvlink_tx_bytes_per_s: Option<f64>,
+    pub nvlink_rx_bytes_per_s: Option<f64>,
+    pub nvlink_crc_errors: Option<u64>,
+    pub nvlink_replay_errors: Option<u64>,
+    pub nvlink_recovery_errors: Option<u64>,
 }
 
 impl Table for GpuSampleRow {

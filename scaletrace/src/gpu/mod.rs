@@ -44,6 +44,12 @@ pub struct GpuMetrics {
     pub pcie_tx_kib_per_s: Option<u32>,
     pub pcie_rx_kib_per_s: Option<u32>,
     pub throttle_reasons: Option<Vec<String>>,
+    /// Cumulative NVLink data counters (all links, KiB) and error counters.
+    pub nvlink_tx_kib: Option<u64>,
+    pub nvlink_rx_kib: Option<u64>,
+    pub nvlink_crc_errors: Option<u64>,
+    pub nvlink_replay_errors: Option<u64>,
+    pub nvlink_recovery_errors: Option<u64>,
 }
 
 /// Per-process utilization as NVML reports it (timestamps in µs since the epoch).
@@ -62,12 +68,17 @@ pub trait GpuSource {
     fn processes(&self, index: u32, since_us: u64) -> Vec<ProcessUtil>;
 }
 
+/// (UTC ns, NVLink tx KiB, rx KiB) of one sample.
+type NvlinkReading = (i64, Option<u64>, Option<u64>);
+
 /// Turns readings into rows; remembers per GPU the newest process sample already taken.
 pub struct Sampler<S: GpuSource> {
     source: S,
     host: String,
     devices: Vec<GpuInfo>,
     last_process_us: Vec<u64>,
+    /// Previous NVLink reading per GPU, to turn counters into rates.
+    last_nvlink: Vec<Option<NvlinkReading>>,
 }
 
 impl<S: GpuSource> Sampler<S> {
@@ -76,6 +87,7 @@ impl<S: GpuSource> Sampler<S> {
         let now_us = (now_ns(libc::CLOCK_REALTIME) / 1000) as u64;
         Ok(Sampler {
             last_process_us: vec![now_us; devices.len()],
+            last_nvlink: vec![None; devices.len()],
             source,
             host: host.into(),
             devices,
@@ -117,6 +129,18 @@ impl<S: GpuSource> Sampler<S> {
         let mut processes = Vec::new();
         for (slot, d) in self.devices.iter().enumerate() {
             let m = self.source.metrics(d.index);
+            let previous = self.last_nvlink[slot].replace((now, m.nvlink_tx_kib, m.nvlink_rx_kib));
+            let rate = |cur: Option<u64>, prev: Option<u64>, prev_ts: i64| {
+                let dt = (now - prev_ts) as f64 / 1e9;
+                (dt > 0.0).then_some(())?;
+                Some(cur?.checked_sub(prev?)? as f64 * 1024.0 / dt)
+            };
+            let (nvlink_tx, nvlink_rx) = match previous {
+                Some((ts, tx, rx)) => {
+                    (rate(m.nvlink_tx_kib, tx, ts), rate(m.nvlink_rx_kib, rx, ts))
+                }
+                None => (None, None),
+            };
             samples.push(GpuSampleRow {
                 host: self.host.clone(),
                 ts: now,
@@ -131,6 +155,11 @@ impl<S: GpuSource> Sampler<S> {
                 pcie_tx_bytes_per_s: m.pcie_tx_kib_per_s.map(|k| k as u64 * 1024),
                 pcie_rx_bytes_per_s: m.pcie_rx_kib_per_s.map(|k| k as u64 * 1024),
                 throttle_reasons: m.throttle_reasons.map(|r| r.join(",")),
+                nvlink_tx_bytes_per_s: nvlink_tx,
+                nvlink_rx_bytes_per_s: nvlink_rx,
+                nvlink_crc_errors: m.nvlink_crc_errors,
+                nvlink_replay_errors: m.nvlink_replay_errors,
+                nvlink_recovery_errors: m.nvlink_recovery_errors,
             });
             for p in self.source.processes(d.index, self.last_process_us[slot]) {
                 self.last_process_us[slot] = self.last_process_us[slot].max(p.timestamp_us);
@@ -279,6 +308,9 @@ mod tests {
                 // GPU 1 does not report power or throttling.
                 power_mw: (index == 0).then_some(650_000),
                 throttle_reasons: (index == 0).then(|| vec!["sw_power_cap".to_string()]),
+                // GPU 0 moves 100 KiB over NVLink between calls; GPU 1 has no NVLink.
+                nvlink_tx_kib: (index == 0).then(|| self.calls.get() as u64 * 100),
+                nvlink_crc_errors: (index == 0).then_some(3),
                 ..Default::default()
             }
         }
@@ -318,10 +350,21 @@ mod tests {
         assert_eq!(rows[1].throttle_reasons, None);
         assert_eq!(procs.len(), 1);
         assert_eq!(procs[0].pid, 4242);
+        assert_eq!(
+            rows[0].nvlink_tx_bytes_per_s, None,
+            "no rate before a second reading"
+        );
+        assert_eq!(rows[0].nvlink_crc_errors, Some(3));
         // The next sample asks only for newer process samples.
         let first_ts = procs[0].ts;
-        let (_, procs) = s.sample(124);
+        let (rows, procs) = s.sample(123 + 1_000_000_000);
         assert!(procs[0].ts > first_ts);
+        // 2 metric calls per sample (GPU 0 and 1), 100 KiB per call: 200 KiB in one second.
+        assert_eq!(rows[0].nvlink_tx_bytes_per_s, Some(200.0 * 1024.0));
+        assert_eq!(
+            (rows[0].nvlink_rx_bytes_per_s, rows[1].nvlink_tx_bytes_per_s),
+            (None, None)
+        );
     }
 
     #[test]

@@ -3,8 +3,32 @@
 use anyhow::Result;
 use nvml_wrapper::{
     enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor},
-    Nvml,
+    enums::device::SampleValue,
+    struct_wrappers::device::FieldValueSample,
+    structs::device::FieldId,
+    Device, Nvml,
 };
+
+/// NVML field ids (nvml.h NVML_FI_DEV_*), totals over all NVLinks.
+const NVLINK_FIELDS: [u32; 5] = [138, 139, 45, 52, 59]; // tx KiB, rx KiB, CRC, replay, recovery
+
+fn sample_u64(s: &Result<FieldValueSample, nvml_wrapper::error::NvmlError>) -> Option<u64> {
+    match s.as_ref().ok()?.value.as_ref().ok()? {
+        SampleValue::U64(v) => Some(*v),
+        SampleValue::U32(v) => Some(*v as u64),
+        SampleValue::I64(v) => u64::try_from(*v).ok(),
+        SampleValue::F64(v) => Some(*v as u64),
+    }
+}
+
+/// NVLink counters, or all None on GPUs without NVLink.
+fn nvlink_counters(d: &Device) -> [Option<u64>; 5] {
+    let ids: Vec<FieldId> = NVLINK_FIELDS.iter().map(|&f| FieldId(f)).collect();
+    match d.field_values_for(&ids) {
+        Ok(values) if values.len() == 5 => std::array::from_fn(|i| sample_u64(&values[i])),
+        _ => [None; 5],
+    }
+}
 
 use super::{GpuInfo, GpuMetrics, GpuSource, ProcessUtil};
 
@@ -42,7 +66,14 @@ impl GpuSource for NvmlSource {
             return GpuMetrics::default();
         };
         let util = d.utilization_rates().ok();
+        let [nvlink_tx_kib, nvlink_rx_kib, nvlink_crc_errors, nvlink_replay_errors, nvlink_recovery_errors] =
+            nvlink_counters(&d);
         GpuMetrics {
+            nvlink_tx_kib,
+            nvlink_rx_kib,
+            nvlink_crc_errors,
+            nvlink_replay_errors,
+            nvlink_recovery_errors,
             sm_util_pct: util.as_ref().map(|u| u.gpu),
             mem_util_pct: util.as_ref().map(|u| u.memory),
             sm_clock_mhz: d.clock_info(Clock::SM).ok(),
