@@ -72,6 +72,35 @@ class NetPair:
             sh("ip", "netns", "del", ns, check=False)
 
 
+class RootLink:
+    """A veth from the root namespace (where `record` reads /sys/class/net) to a test host in
+    namespace `b` (10.202.N.2), so the root side's interface counters see the traffic."""
+
+    def __init__(self):
+        tag = uuid.uuid4().hex[:6]
+        n = next(_subnet)
+        self.b = f"st-r-{tag}"
+        self.root_dev, self.peer_dev = f"str{tag}", f"stp{tag}"
+        self.root_ip, self.b_ip = f"10.202.{n}.1", f"10.202.{n}.2"
+        self.cidr = f"10.202.{n}.0/24"
+        sh("ip", "netns", "add", self.b)
+        sh("ip", "link", "add", self.root_dev, "type", "veth", "peer", "name", self.peer_dev, "netns", self.b)
+        sh("ip", "addr", "add", f"{self.root_ip}/24", "dev", self.root_dev)
+        sh("ip", "link", "set", self.root_dev, "up")
+        sh("ip", "-n", self.b, "addr", "add", f"{self.b_ip}/24", "dev", self.peer_dev)
+        sh("ip", "-n", self.b, "link", "set", self.peer_dev, "up")
+        sh("ip", "-n", self.b, "link", "set", "lo", "up")
+
+    def close(self):
+        sh("ip", "link", "del", self.root_dev, check=False)
+        for pid in sh("ip", "netns", "pids", self.b, check=False).stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        sh("ip", "netns", "del", self.b, check=False)
+
+
 SERVER = textwrap.dedent("""
     import socket, sys
     s = socket.socket(socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET)

@@ -8,6 +8,7 @@ mod gpu;
 mod import;
 mod kineto;
 mod merge;
+mod nic;
 mod node;
 mod parquet_read;
 mod parquet_sink;

@@ -64,6 +64,7 @@ pub fn render() -> String {
     out.push_str(&markdown::<RetransmitRow>());
     out.push_str(&markdown::<StateChangeRow>());
     out.push_str(&markdown::<CaptureRow>());
+    out.push_str(&markdown::<NicCounterRow>());
     out.push_str(&markdown::<GpuDeviceRow>());
     out.push_str(&markdown::<GpuSampleRow>());
     out.push_str(&markdown::<GpuProcessRow>());

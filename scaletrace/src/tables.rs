@@ -513,3 +513,39 @@ impl Table for GpuProcessRow {
         ]
     }
 }
+
+/// A NIC counter reading: first reading of each counter, then only when it changed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NicCounterRow {
+    pub host: String,
+    pub ts: i64,
+    pub source: &'static str,
+    pub device: String,
+    pub port: Option<u32>,
+    pub counter: String,
+    pub value: u64,
+    pub delta: Option<u64>,
+    pub rate_per_s: Option<f64>,
+}
+
+impl Table for NicCounterRow {
+    const NAME: &'static str = "nic_counters";
+    const DESCRIPTION: &'static str =
+        "sysfs NIC counters sampled every `--nic-interval` during `record`: interface \
+        statistics, InfiniBand/RoCE port counters and hardware counters (retransmits, \
+        out-of-sequence, congestion notifications) that offloaded RDMA never shows the kernel. \
+        A counter appears at its first reading and then only in samples where it changed.";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            ts_col("ts", "Sample time.", |r| r.ts),
+            str_col("source", "`net` (class/net/DEV/statistics), `ib` (ports/N/counters) or `ib_hw` (ports/N/hw_counters).", |r| r.source),
+            str_col("device", "Interface or RDMA device name.", |r| &r.device),
+            opt_u32_col("port", "", "RDMA port; null for `net`.", |r| r.port),
+            str_col("counter", "Counter file name, e.g. `tx_bytes`, `out_of_sequence`, `np_cnp_sent`.", |r| &r.counter),
+            u64_col("value", "counter units", "Counter value.", |r| r.value),
+            opt_u64_col("delta", "counter units", "Increase since the previous reported value; null at the first reading and after a counter reset.", |r| r.delta),
+            opt_f64_col("rate_per_s", "units/s", "`delta` per second.", |r| r.rate_per_s),
+        ]
+    }
+}

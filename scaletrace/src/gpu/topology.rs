@@ -1,10 +1,7 @@
 //! GPU-to-NIC locality from sysfs: how far apart a GPU and each NIC sit in the PCIe tree.
 //! Traffic between a GPU and a NIC under one PCIe switch stays off the CPU's host bridge;
 //! across NUMA nodes it crosses the inter-socket link, a common cause of slow ranks.
-use std::{
-    fs,
-    path::{Path, PathBuf},
-};
+use std::{fs, path::Path};
 
 /// Locality classes, named as `nvidia-smi topo -m` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -125,13 +122,6 @@ pub fn gpu_place(sysfs: &Path, nvml_bus_id: &str) -> Option<PciPlace> {
             .join("bus/pci/devices")
             .join(sysfs_bus_id(nvml_bus_id)),
     )
-}
-
-/// A sysfs root, `/sys` unless the caller (tests) names another.
-pub fn sysfs_root(custom: Option<&Path>) -> PathBuf {
-    custom
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("/sys"))
 }
 
 #[cfg(test)]

@@ -58,6 +58,15 @@ pub struct RecordArgs {
     #[arg(long, default_value = "100ms", value_parser = parse_gpu_interval)]
     pub gpu_interval: Duration,
 
+    /// NIC counter sampling interval (sysfs class/net and class/infiniband); 0s disables it.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub nic_interval: Duration,
+
+    /// Root of the sysfs tree read for NIC counters and GPU-NIC topology (for containers
+    /// that mount the host's /sys elsewhere, and for tests).
+    #[arg(long, default_value = "/sys", value_name = "DIR")]
+    pub sysfs_root: PathBuf,
+
     /// Do not sample GPUs.
     #[arg(long)]
     pub no_gpu: bool,

@@ -89,7 +89,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
     };
 
     // Create the output first: a bad --out must fail before anything is attached.
-    let mut sinks = Sinks::create(&args.out, &run_id, &node, &clock_start)?;
+    let nic_sysfs = (!args.nic_interval.is_zero()).then_some(args.sysfs_root.as_path());
+    let mut sinks = Sinks::create(&args.out, &run_id, &node, &clock_start, nic_sysfs)?;
 
     let probe::Capture { mut ebpf, hooks } =
         probe::load_and_attach(config, args.ring_buffer_kib * 1024, &tracefs_root, &cgroup)?;
@@ -112,7 +113,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
             host: node.hostname.clone(),
             metadata: sinks.metadata().to_vec(),
             interval: args.gpu_interval,
-            sysfs: crate::gpu::topology::sysfs_root(None),
+            sysfs: args.sysfs_root.clone(),
         };
         match crate::gpu::GpuRecorder::start(output) {
             Ok(g) => Some(g),
@@ -215,6 +216,9 @@ async fn event_loop(
     };
     tokio::pin!(deadline);
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    // With sampling disabled the interval still needs a period; its ticks then do nothing.
+    let mut nic_tick =
+        tokio::time::interval(args.nic_interval.max(std::time::Duration::from_millis(1)));
     let started = Instant::now();
     let mut status = StatusLine::new(args.quiet);
 
@@ -230,6 +234,7 @@ async fn event_loop(
                 guard.get_inner_mut().flush();
                 guard.clear_ready();
             }
+            _ = nic_tick.tick() => sinks.sample_nics()?,
             _ = tick.tick() => {
                 let now = now_ns(libc::CLOCK_MONOTONIC) as u64;
                 sinks.sweep_unsent_flows(flows, now)?;

@@ -11,6 +11,7 @@ use crate::{
     assemble::Assembler,
     clock::{now_ns, ClockOffset},
     decode::{decode, Event},
+    nic::NicSampler,
     node::NodeIdentity,
     parquet_sink::TableWriter,
     probe::Hooks,
@@ -27,6 +28,8 @@ pub struct Sinks {
     rtt: TableWriter<RttRow>,
     retransmits: TableWriter<RetransmitRow>,
     states: TableWriter<StateChangeRow>,
+    nic: TableWriter<NicCounterRow>,
+    nic_sampler: Option<NicSampler>,
     pub events: u64,
     pub decode_errors: u64,
 }
@@ -37,6 +40,7 @@ impl Sinks {
         run_id: &str,
         node: &NodeIdentity,
         clock: &ClockOffset,
+        nic_sysfs: Option<&Path>,
     ) -> Result<Self> {
         std::fs::create_dir_all(out)
             .with_context(|| format!("--out {}: cannot create it", out.display()))?;
@@ -75,6 +79,8 @@ impl Sinks {
             rtt: TableWriter::create(out, run_id, &metadata)?,
             retransmits: TableWriter::create(out, run_id, &metadata)?,
             states: TableWriter::create(out, run_id, &metadata)?,
+            nic: TableWriter::create(out, run_id, &metadata)?,
+            nic_sampler: nic_sysfs.map(|root| NicSampler::new(root, &node.hostname)),
             metadata,
             events: 0,
             decode_errors: 0,
@@ -96,6 +102,17 @@ impl Sinks {
         self.retransmits.rows()
     }
 
+    /// Reads the NIC counters once (if enabled).
+    pub fn sample_nics(&mut self) -> Result<()> {
+        let Some(sampler) = self.nic_sampler.as_mut() else {
+            return Ok(());
+        };
+        for row in sampler.sample(now_ns(libc::CLOCK_REALTIME)) {
+            self.nic.push(row)?;
+        }
+        Ok(())
+    }
+
     /// Removes the files of a run that never started.
     pub fn abandon(self) {
         for p in [
@@ -103,6 +120,7 @@ impl Sinks {
             self.rtt.path(),
             self.retransmits.path(),
             self.states.path(),
+            self.nic.path(),
         ] {
             let _ = std::fs::remove_file(p.with_extension("parquet.partial"));
         }
@@ -182,6 +200,8 @@ impl Sinks {
             }
         };
         note(self.drain(&mut ring));
+        // A last reading, so the counters cover the whole run.
+        note(self.sample_nics());
         let end_mono = now_ns(libc::CLOCK_MONOTONIC) as u64;
         let remaining: Vec<FlowStats> = flows
             .iter()
@@ -260,6 +280,7 @@ impl Sinks {
         close!(self.rtt);
         close!(self.retransmits);
         close!(self.states);
+        close!(self.nic);
         match capture_writer {
             Ok(w) => note(w.close().map(|_| ())),
             Err(e) => note(Err(e)),
