@@ -14,8 +14,9 @@ pub const EVENT_FLOW_END: u32 = 1;
 pub const EVENT_RTT_SAMPLE: u32 = 2;
 pub const EVENT_RETRANSMIT: u32 = 3;
 pub const EVENT_STATE_CHANGE: u32 = 4;
+pub const EVENT_NCCL_CALL: u32 = 5;
 /// Number of event kinds plus one (index 0 unused), sizing the per-kind counters.
-pub const EVENT_KINDS: u32 = 5;
+pub const EVENT_KINDS: u32 = 6;
 
 /// Per-CPU counter slots in the `STATS` map: `base + kind`.
 pub const STAT_EMITTED: u32 = 0;
@@ -231,6 +232,62 @@ pub struct StateChangeEvent {
     pub comm: [u8; 16],
 }
 
+/// NCCL API functions traced with uprobes; the value is `NcclCallEvent::op`.
+pub const NCCL_ALL_REDUCE: u32 = 0;
+pub const NCCL_ALL_GATHER: u32 = 1;
+pub const NCCL_REDUCE_SCATTER: u32 = 2;
+pub const NCCL_BROADCAST: u32 = 3;
+pub const NCCL_SEND: u32 = 4;
+pub const NCCL_RECV: u32 = 5;
+pub const NCCL_GROUP_START: u32 = 6;
+pub const NCCL_GROUP_END: u32 = 7;
+pub const NCCL_COMM_INIT_RANK: u32 = 8;
+/// (op, exported symbol) of every traced NCCL function.
+pub const NCCL_FUNCTIONS: [(u32, &str); 9] = [
+    (NCCL_ALL_REDUCE, "ncclAllReduce"),
+    (NCCL_ALL_GATHER, "ncclAllGather"),
+    (NCCL_REDUCE_SCATTER, "ncclReduceScatter"),
+    (NCCL_BROADCAST, "ncclBroadcast"),
+    (NCCL_SEND, "ncclSend"),
+    (NCCL_RECV, "ncclRecv"),
+    (NCCL_GROUP_START, "ncclGroupStart"),
+    (NCCL_GROUP_END, "ncclGroupEnd"),
+    (NCCL_COMM_INIT_RANK, "ncclCommInitRank"),
+];
+
+/// One NCCL API call: arguments at entry, result and time at return.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NcclCallEvent {
+    /// `ts_ns` is the return time.
+    pub header: EventHeader,
+    pub entry_ns: u64,
+    pub pid_tgid: u64,
+    /// The communicator (for ncclCommInitRank: the one it created, 0 if it failed).
+    pub comm: u64,
+    pub count: u64,
+    pub sendbuff: u64,
+    pub recvbuff: u64,
+    pub op: u32,
+    pub result: i32,
+    pub datatype: u32,
+    pub red_op: u32,
+    /// Send/Recv peer, or Broadcast root; -1 when not applicable.
+    pub peer: i32,
+    pub nranks: i32,
+    pub rank: i32,
+    pub _pad: u32,
+}
+
+/// Key of an NCCL call in flight: one per thread and function.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NcclCallKey {
+    pub pid_tgid: u64,
+    pub op: u32,
+    pub _pad: u32,
+}
+
 #[cfg(test)]
 mod layout_tests {
     use super::*;
@@ -247,6 +304,8 @@ mod layout_tests {
         assert_eq!(size_of::<RttSampleEvent>(), 88);
         assert_eq!(size_of::<RetransmitEvent>(), 72);
         assert_eq!(size_of::<StateChangeEvent>(), 96);
+        assert_eq!(size_of::<NcclCallEvent>(), 96);
+        assert_eq!(size_of::<NcclCallKey>(), 16);
     }
 }
 

@@ -10,6 +10,7 @@ pub enum Event {
     RttSample(RttSampleEvent),
     Retransmit(RetransmitEvent),
     StateChange(StateChangeEvent),
+    NcclCall(NcclCallEvent),
 }
 
 fn read<T: Copy>(bytes: &[u8]) -> Result<T> {
@@ -35,6 +36,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event> {
         EVENT_RTT_SAMPLE => Event::RttSample(read(bytes)?),
         EVENT_RETRANSMIT => Event::Retransmit(read(bytes)?),
         EVENT_STATE_CHANGE => Event::StateChange(read(bytes)?),
+        EVENT_NCCL_CALL => Event::NcclCall(read(bytes)?),
         other => bail!("unknown event kind {other}"),
     })
 }

@@ -8,6 +8,7 @@ mod gpu;
 mod import;
 mod kineto;
 mod merge;
+mod nccl;
 mod nic;
 mod node;
 mod parquet_read;

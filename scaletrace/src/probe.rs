@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 use aya::{
-    programs::{CgroupAttachMode, SockOps, TracePoint},
+    programs::{uprobe::UProbeScope, CgroupAttachMode, SockOps, TracePoint, UProbe},
     Ebpf, EbpfLoader,
 };
 use scaletrace_common::{Config, TracepointOffsets};
@@ -181,6 +181,69 @@ fn attach_sockops(ebpf: &mut Ebpf, cgroup: &Path) -> Result<()> {
     prog.attach(dir, CgroupAttachMode::default())
         .with_context(|| format!("attaching sock_ops to {}", cgroup.display()))?;
     Ok(())
+}
+
+/// eBPF program names of the entry and return probe of an NCCL function.
+fn nccl_programs(symbol: &str) -> (String, String) {
+    // ncclAllReduce -> nccl_all_reduce
+    let mut snake = String::from("nccl");
+    for c in symbol.trim_start_matches("nccl").chars() {
+        if c.is_ascii_uppercase() {
+            snake.push('_');
+        }
+        snake.push(c.to_ascii_lowercase());
+    }
+    let ret = format!("{snake}_ret");
+    (snake, ret)
+}
+
+/// Attaches the NCCL probes to each library; each function that fails is reported on its own.
+pub fn attach_nccl(
+    ebpf: &mut Ebpf,
+    libs: &[std::path::PathBuf],
+    pid: Option<u32>,
+    hooks: &mut Hooks,
+) {
+    let scope = match pid.and_then(std::num::NonZeroU32::new) {
+        Some(pid) => UProbeScope::OneProcess(pid),
+        None => UProbeScope::AllProcesses,
+    };
+    for lib in libs {
+        if !lib.exists() {
+            hooks
+                .missing
+                .push((format!("nccl:{}", lib.display()), "no such file".into()));
+            continue;
+        }
+        let mut attached = 0;
+        for (_, symbol) in scaletrace_common::NCCL_FUNCTIONS {
+            let (enter, exit) = nccl_programs(symbol);
+            let result = [enter, exit].iter().try_for_each(|name| -> Result<()> {
+                let prog: &mut UProbe = ebpf
+                    .program_mut(name)
+                    .with_context(|| format!("program {name} missing from the object"))?
+                    .try_into()?;
+                if prog.fd().is_err() {
+                    prog.load()
+                        .with_context(|| format!("the verifier rejected {name}"))?;
+                }
+                prog.attach(symbol, lib, scope)
+                    .with_context(|| format!("attaching to {symbol}"))?;
+                Ok(())
+            });
+            match result {
+                Ok(()) => attached += 1,
+                Err(e) => hooks
+                    .missing
+                    .push((format!("nccl:{symbol}@{}", lib.display()), short_error(&e))),
+            }
+        }
+        if attached > 0 {
+            hooks
+                .attached
+                .push(format!("nccl({attached} functions):{}", lib.display()));
+        }
+    }
 }
 
 fn attach_tracepoint(ebpf: &mut Ebpf, tp: &TracepointHook) -> Result<()> {

@@ -65,6 +65,7 @@ pub fn render() -> String {
     out.push_str(&markdown::<StateChangeRow>());
     out.push_str(&markdown::<CaptureRow>());
     out.push_str(&markdown::<NicCounterRow>());
+    out.push_str(&markdown::<NcclCallRow>());
     out.push_str(&markdown::<GpuDeviceRow>());
     out.push_str(&markdown::<GpuSampleRow>());
     out.push_str(&markdown::<GpuProcessRow>());

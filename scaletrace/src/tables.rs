@@ -219,11 +219,13 @@ pub struct CaptureRow {
     pub rtt_samples: u64,
     pub retransmits: u64,
     pub state_changes: u64,
+    pub nccl_calls: u64,
     pub ring_drops: u64,
     pub ring_drops_flow_end: u64,
     pub ring_drops_rtt: u64,
     pub ring_drops_retransmit: u64,
     pub ring_drops_state: u64,
+    pub ring_drops_nccl: u64,
     pub rtt_samples_skipped_by_interval: u64,
     pub retransmits_over_rate: u64,
     pub flows_filtered_out: u64,
@@ -252,11 +254,13 @@ impl Table for CaptureRow {
             u64_col("rtt_samples", "rows", "Rows written to `rtt`.", |r| r.rtt_samples),
             u64_col("retransmits", "rows", "Rows written to `retransmits`.", |r| r.retransmits),
             u64_col("state_changes", "rows", "Rows written to `state_changes`.", |r| r.state_changes),
-            u64_col("ring_drops", "events", "Events lost because the ring buffer was full (sum of the four below).", |r| r.ring_drops),
+            u64_col("nccl_calls", "rows", "Rows written to `nccl_calls`.", |r| r.nccl_calls),
+            u64_col("ring_drops", "events", "Events lost because the ring buffer was full (sum of the five below).", |r| r.ring_drops),
             u64_col("ring_drops_flow_end", "events", "Flow-end records that did not fit; those flows were still recovered from the kernel flow table.", |r| r.ring_drops_flow_end),
             u64_col("ring_drops_rtt", "events", "RTT samples lost.", |r| r.ring_drops_rtt),
             u64_col("ring_drops_retransmit", "events", "Retransmit events lost.", |r| r.ring_drops_retransmit),
             u64_col("ring_drops_state", "events", "State changes lost.", |r| r.ring_drops_state),
+            u64_col("ring_drops_nccl", "events", "NCCL calls lost.", |r| r.ring_drops_nccl),
             u64_col("rtt_samples_skipped_by_interval", "events", "RTT updates not sampled because of `--rtt-sample-interval` (by design, not loss).", |r| r.rtt_samples_skipped_by_interval),
             u64_col("retransmits_over_rate", "events", "Retransmits not sent because of `--max-retransmit-rate` (still counted per flow).", |r| r.retransmits_over_rate),
             u64_col("flows_filtered_out", "flows", "Connections that did not match the filters.", |r| r.flows_filtered_out),
@@ -546,6 +550,53 @@ impl Table for NicCounterRow {
             u64_col("value", "counter units", "Counter value.", |r| r.value),
             opt_u64_col("delta", "counter units", "Increase since the previous reported value; null at the first reading and after a counter reset.", |r| r.delta),
             opt_f64_col("rate_per_s", "units/s", "`delta` per second.", |r| r.rate_per_s),
+        ]
+    }
+}
+
+/// One NCCL API call seen by the uprobes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NcclCallRow {
+    pub host: String,
+    pub ts: i64,
+    pub dur_ns: i64,
+    pub pid: u32,
+    pub tid: u32,
+    pub op: &'static str,
+    pub result: String,
+    pub comm: u64,
+    pub rank: Option<i64>,
+    pub nranks: Option<i64>,
+    pub count: Option<u64>,
+    pub datatype: Option<String>,
+    pub red_op: Option<String>,
+    pub peer: Option<i64>,
+    pub bytes: Option<u64>,
+}
+
+impl Table for NcclCallRow {
+    const NAME: &'static str = "nccl_calls";
+    const DESCRIPTION: &'static str = "Calls into libnccl's public API (uprobe at entry, uretprobe at return): a \
+        per-rank timeline of collectives as the host issues them. NCCL calls are asynchronous: \
+        `dur_ns` is the time to enqueue, not the collective itself (see `gpu_events` for kernels). \
+        `rank`/`nranks` come from `ncclCommInitRank`; join other calls to it on `(host, pid, comm)`.";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            ts_col("ts", "Call entry.", |r| r.ts),
+            i64_col("dur_ns", "ns", "Entry to return.", |r| r.dur_ns),
+            u32_col("pid", "", "Calling process.", |r| r.pid),
+            u32_col("tid", "", "Calling thread.", |r| r.tid),
+            str_col("op", "`AllReduce`, `AllGather`, `ReduceScatter`, `Broadcast`, `Send`, `Recv`, `GroupStart`, `GroupEnd`, `CommInitRank`.", |r| r.op),
+            str_col("result", "ncclResult_t name, e.g. `ncclSuccess`, `ncclInvalidArgument`.", |r| &r.result),
+            u64_col("comm", "", "Communicator address (for CommInitRank: the one created, 0 on failure).", |r| r.comm),
+            opt_i64_col("rank", "", "CommInitRank: this process's rank.", |r| r.rank),
+            opt_i64_col("nranks", "", "CommInitRank: communicator size.", |r| r.nranks),
+            opt_u64_col("count", "elements", "Element count (AllGather: send count; ReduceScatter: receive count).", |r| r.count),
+            opt_str_col("datatype", "ncclDataType_t name, e.g. `ncclFloat32`.", |r| r.datatype.as_deref()),
+            opt_str_col("red_op", "Reduction: `ncclSum`, `ncclProd`, `ncclMax`, `ncclMin`, `ncclAvg` (AllReduce, ReduceScatter).", |r| r.red_op.as_deref()),
+            opt_i64_col("peer", "", "Send/Recv peer rank, or Broadcast root.", |r| r.peer),
+            opt_u64_col("bytes", "bytes", "count × datatype size: this rank's buffer size for the call.", |r| r.bytes),
         ]
     }
 }

@@ -113,14 +113,19 @@ fn bpf_linker() -> Result<()> {
         ]))
 }
 
+/// DuckDB reads the Parquet in tests; the NCCL wheel ships a real libnccl.so for the uprobe
+/// tests (about 350 MB, no GPU needed).
+const PYTHON_PACKAGES: [&str; 3] = ["duckdb", "pytest", "nvidia-nccl-cu12"];
+
 fn python_test_tools() -> Result<()> {
-    if succeeds(Command::new("python3").args(["-c", "import duckdb, pytest"])) {
+    if succeeds(Command::new("python3").args(["-c", "import duckdb, pytest, nvidia.nccl"])) {
         return Ok(());
     }
-    eprintln!("setup: installing duckdb and pytest from PyPI");
+    eprintln!("setup: installing {} from PyPI", PYTHON_PACKAGES.join(", "));
     let pip = |extra: &[&str]| {
         Command::new("python3")
-            .args(["-m", "pip", "install", "-q", "duckdb", "pytest"])
+            .args(["-m", "pip", "install", "-q"])
+            .args(PYTHON_PACKAGES)
             .args(extra)
             .status()
             .map(|s| s.success())
@@ -130,7 +135,7 @@ fn python_test_tools() -> Result<()> {
     if pip(&[]) || pip(&["--break-system-packages"]) {
         Ok(())
     } else {
-        bail!("installing duckdb and pytest with pip failed")
+        bail!("installing {} with pip failed", PYTHON_PACKAGES.join(", "))
     }
 }
 

@@ -34,10 +34,15 @@ pub struct RecordArgs {
     #[arg(long, value_name = "DIR", conflicts_with = "pid")]
     pub cgroup: Option<PathBuf>,
 
-    /// Only flows of processes in the cgroup v2 of this process (e.g. the training job's
-    /// container or systemd unit).
+    /// Only this process: flows of its cgroup v2 (e.g. the training job's container or systemd
+    /// unit), and NCCL calls of this process (its mapped libnccl is found in /proc/PID/maps).
     #[arg(long)]
     pub pid: Option<u32>,
+
+    /// libnccl to trace with uprobes (repeatable). Default: the libnccl mapped by --pid, else
+    /// the one in the dynamic linker cache; without any, collective tracing is off.
+    #[arg(long = "nccl-lib", value_name = "PATH")]
+    pub nccl_libs: Vec<PathBuf>,
 
     /// Minimum spacing of RTT samples per flow written to the `rtt` table. Every RTT update
     /// still feeds the per-flow aggregates in `flows`.
@@ -146,6 +151,29 @@ impl RecordArgs {
         cfg.retransmit_events_per_sec = self.max_retransmit_rate;
         cfg.retransmit_burst = self.max_retransmit_rate.clamp(1, 10_000);
         Ok(cfg)
+    }
+
+    /// The libnccl files to attach to, and where they came from.
+    pub fn nccl_libraries(&self) -> (Vec<PathBuf>, String) {
+        if !self.nccl_libs.is_empty() {
+            return (self.nccl_libs.clone(), "--nccl-lib".into());
+        }
+        if let Some(pid) = self.pid {
+            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            let libs = crate::nccl::libraries_of_process(&maps);
+            if !libs.is_empty() {
+                return (libs, format!("/proc/{pid}/maps"));
+            }
+        }
+        let ldconfig = std::process::Command::new("ldconfig")
+            .arg("-p")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        match crate::nccl::library_from_ldconfig(&ldconfig) {
+            Some(lib) => (vec![lib], "ldconfig".into()),
+            None => (Vec::new(), "not found".into()),
+        }
     }
 
     /// The cgroup to attach sock_ops to, from `--cgroup` or `--pid`.

@@ -92,8 +92,17 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let nic_sysfs = (!args.nic_interval.is_zero()).then_some(args.sysfs_root.as_path());
     let mut sinks = Sinks::create(&args.out, &run_id, &node, &clock_start, nic_sysfs)?;
 
-    let probe::Capture { mut ebpf, hooks } =
-        probe::load_and_attach(config, args.ring_buffer_kib * 1024, &tracefs_root, &cgroup)?;
+    let probe::Capture {
+        mut ebpf,
+        mut hooks,
+    } = probe::load_and_attach(config, args.ring_buffer_kib * 1024, &tracefs_root, &cgroup)?;
+    let (nccl_libs, nccl_source) = args.nccl_libraries();
+    if nccl_libs.is_empty() {
+        log::info!("no libnccl found (pass --nccl-lib or --pid): NCCL calls are not traced");
+    } else {
+        log::debug!("NCCL libraries from {nccl_source}: {nccl_libs:?}");
+        probe::attach_nccl(&mut ebpf, &nccl_libs, args.pid, &mut hooks);
+    }
     for (hook, why) in &hooks.missing {
         log::warn!("{hook} not attached: {why}");
     }

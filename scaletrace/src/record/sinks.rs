@@ -29,6 +29,8 @@ pub struct Sinks {
     retransmits: TableWriter<RetransmitRow>,
     states: TableWriter<StateChangeRow>,
     nic: TableWriter<NicCounterRow>,
+    nccl: TableWriter<NcclCallRow>,
+    clock: ClockOffset,
     nic_sampler: Option<NicSampler>,
     pub events: u64,
     pub decode_errors: u64,
@@ -80,6 +82,8 @@ impl Sinks {
             retransmits: TableWriter::create(out, run_id, &metadata)?,
             states: TableWriter::create(out, run_id, &metadata)?,
             nic: TableWriter::create(out, run_id, &metadata)?,
+            nccl: TableWriter::create(out, run_id, &metadata)?,
+            clock: *clock,
             nic_sampler: nic_sysfs.map(|root| NicSampler::new(root, &node.hostname)),
             metadata,
             events: 0,
@@ -121,6 +125,7 @@ impl Sinks {
             self.retransmits.path(),
             self.states.path(),
             self.nic.path(),
+            self.nccl.path(),
         ] {
             let _ = std::fs::remove_file(p.with_extension("parquet.partial"));
         }
@@ -146,6 +151,13 @@ impl Sinks {
             Event::StateChange(e) => {
                 let row = self.assembler.state_change(&e);
                 self.states.push(row)
+            }
+            Event::NcclCall(e) => {
+                let clock = self.clock;
+                self.nccl
+                    .push(crate::nccl::call_row(&e, &self.node.hostname, |m| {
+                        clock.to_utc_ns(m)
+                    }))
             }
         }
     }
@@ -228,6 +240,8 @@ impl Sinks {
             rtt_samples: self.rtt.rows(),
             retransmits: self.retransmits.rows(),
             state_changes: self.states.rows(),
+            nccl_calls: self.nccl.rows(),
+            ring_drops_nccl: counters.get(STAT_RING_FULL + EVENT_NCCL_CALL),
             ring_drops: counters.ring_drops(),
             ring_drops_flow_end: counters.get(STAT_RING_FULL + EVENT_FLOW_END),
             ring_drops_rtt: counters.get(STAT_RING_FULL + EVENT_RTT_SAMPLE),
@@ -281,6 +295,7 @@ impl Sinks {
         close!(self.retransmits);
         close!(self.states);
         close!(self.nic);
+        close!(self.nccl);
         match capture_writer {
             Ok(w) => note(w.close().map(|_| ())),
             Err(e) => note(Err(e)),
