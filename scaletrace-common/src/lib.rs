@@ -15,8 +15,9 @@ pub const EVENT_RTT_SAMPLE: u32 = 2;
 pub const EVENT_RETRANSMIT: u32 = 3;
 pub const EVENT_STATE_CHANGE: u32 = 4;
 pub const EVENT_NCCL_CALL: u32 = 5;
+pub const EVENT_VERBS_CALL: u32 = 6;
 /// Number of event kinds plus one (index 0 unused), sizing the per-kind counters.
-pub const EVENT_KINDS: u32 = 6;
+pub const EVENT_KINDS: u32 = 7;
 
 /// Per-CPU counter slots in the `STATS` map: `base + kind`.
 pub const STAT_EMITTED: u32 = 0;
@@ -288,6 +289,67 @@ pub struct NcclCallKey {
     pub _pad: u32,
 }
 
+/// libibverbs control-path functions traced with uprobes; the value is `VerbsCallEvent::op`.
+pub const VERBS_OPEN_DEVICE: u32 = 0;
+pub const VERBS_ALLOC_PD: u32 = 1;
+pub const VERBS_REG_MR: u32 = 2;
+pub const VERBS_REG_MR_IOVA2: u32 = 3;
+pub const VERBS_CREATE_CQ: u32 = 4;
+pub const VERBS_CREATE_QP: u32 = 5;
+pub const VERBS_MODIFY_QP: u32 = 6;
+pub const VERBS_DESTROY_QP: u32 = 7;
+pub const VERBS_FUNCTIONS: [(u32, &str); 8] = [
+    (VERBS_OPEN_DEVICE, "ibv_open_device"),
+    (VERBS_ALLOC_PD, "ibv_alloc_pd"),
+    (VERBS_REG_MR, "ibv_reg_mr"),
+    (VERBS_REG_MR_IOVA2, "ibv_reg_mr_iova2"),
+    (VERBS_CREATE_CQ, "ibv_create_cq"),
+    (VERBS_CREATE_QP, "ibv_create_qp"),
+    (VERBS_MODIFY_QP, "ibv_modify_qp"),
+    (VERBS_DESTROY_QP, "ibv_destroy_qp"),
+];
+
+/// Offsets into libibverbs structs (infiniband/verbs.h; part of its stable ABI).
+pub mod verbs_abi {
+    pub const DEVICE_NAME: u64 = 24;
+    pub const QP_QP_NUM: u64 = 52;
+    pub const QP_QP_TYPE: u64 = 60;
+    pub const QP_ATTR_QP_STATE: u64 = 0;
+    pub const QP_ATTR_DEST_QP_NUM: u64 = 28;
+    pub const QP_ATTR_DGID: u64 = 56;
+    /// ibv_qp_attr_mask bits.
+    pub const MASK_STATE: u32 = 1;
+    pub const MASK_AV: u32 = 1 << 7;
+    pub const MASK_DEST_QPN: u32 = 1 << 20;
+}
+
+/// One libibverbs control-path call: arguments at entry, result at return.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct VerbsCallEvent {
+    /// `ts_ns` is the return time.
+    pub header: EventHeader,
+    pub entry_ns: u64,
+    pub pid_tgid: u64,
+    /// Returned pointer (0 = failure) or integer result.
+    pub ret: u64,
+    /// The first pointer argument (context, PD or QP).
+    pub obj: u64,
+    /// Memory region length.
+    pub length: u64,
+    pub op: u32,
+    pub qp_num: u32,
+    pub dest_qp_num: u32,
+    pub qp_state: u32,
+    pub attr_mask: u32,
+    pub qp_type: u32,
+    pub cqe: u32,
+    pub _pad: u32,
+    pub dgid: [u8; 16],
+    /// First 16 bytes of the device name (ibv_open_device).
+    pub device: [u8; 16],
+}
+
 #[cfg(test)]
 mod layout_tests {
     use super::*;
@@ -306,6 +368,7 @@ mod layout_tests {
         assert_eq!(size_of::<StateChangeEvent>(), 96);
         assert_eq!(size_of::<NcclCallEvent>(), 96);
         assert_eq!(size_of::<NcclCallKey>(), 16);
+        assert_eq!(size_of::<VerbsCallEvent>(), 120);
     }
 }
 

@@ -11,6 +11,7 @@ pub enum Event {
     Retransmit(RetransmitEvent),
     StateChange(StateChangeEvent),
     NcclCall(NcclCallEvent),
+    VerbsCall(VerbsCallEvent),
 }
 
 fn read<T: Copy>(bytes: &[u8]) -> Result<T> {
@@ -37,6 +38,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event> {
         EVENT_RETRANSMIT => Event::Retransmit(read(bytes)?),
         EVENT_STATE_CHANGE => Event::StateChange(read(bytes)?),
         EVENT_NCCL_CALL => Event::NcclCall(read(bytes)?),
+        EVENT_VERBS_CALL => Event::VerbsCall(read(bytes)?),
         other => bail!("unknown event kind {other}"),
     })
 }

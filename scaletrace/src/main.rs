@@ -3,6 +3,7 @@ mod assemble;
 mod clock;
 mod columns;
 mod decode;
+mod elf_symbols;
 mod environment;
 mod gpu;
 mod import;
@@ -17,6 +18,7 @@ mod probe;
 mod record;
 mod tables;
 mod tracefs;
+mod verbs;
 
 use std::process::ExitCode;
 

@@ -98,12 +98,17 @@ pub fn call_row(e: &NcclCallEvent, host: &str, utc: impl Fn(u64) -> i64) -> Nccl
     }
 }
 
-/// libnccl paths mapped by a running process (from /proc/PID/maps).
-pub fn libraries_of_process(maps: &str) -> Vec<PathBuf> {
+/// Libraries whose file name starts with `prefix` mapped by a running process (/proc/PID/maps).
+pub fn mapped_libraries(maps: &str, prefix: &str) -> Vec<PathBuf> {
     let mut libs: Vec<PathBuf> = maps
         .lines()
         .filter_map(|l| l.split_whitespace().nth(5))
-        .filter(|p| is_nccl(Path::new(p)))
+        .filter(|p| {
+            Path::new(p)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix))
+        })
         .map(PathBuf::from)
         .collect();
     libs.sort();
@@ -111,17 +116,11 @@ pub fn libraries_of_process(maps: &str) -> Vec<PathBuf> {
     libs
 }
 
-fn is_nccl(p: &Path) -> bool {
-    p.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with("libnccl.so"))
-}
-
-/// libnccl in the dynamic linker's cache (`ldconfig -p`).
-pub fn library_from_ldconfig(ldconfig_output: &str) -> Option<PathBuf> {
+/// A library in the dynamic linker's cache (`ldconfig -p`).
+pub fn library_from_ldconfig(ldconfig_output: &str, soname: &str) -> Option<PathBuf> {
     ldconfig_output
         .lines()
-        .filter(|l| l.trim_start().starts_with("libnccl.so"))
+        .filter(|l| l.trim_start().starts_with(soname))
         .filter_map(|l| l.rsplit("=> ").next())
         .map(|p| PathBuf::from(p.trim()))
         .next()
@@ -195,14 +194,15 @@ mod tests {
                     7f04-7f05 r--p 00010000 08:01 2 /opt/venv/nvidia/nccl/lib/libnccl.so.2\n\
                     7f06-7f07 rw-p 00000000 00:00 0\n";
         assert_eq!(
-            libraries_of_process(maps),
+            mapped_libraries(maps, "libnccl.so"),
             vec![PathBuf::from("/opt/venv/nvidia/nccl/lib/libnccl.so.2")]
         );
+        assert!(mapped_libraries(maps, "libibverbs.so").is_empty());
         let ld = "\t2 libs found in cache\n\tlibnccl.so.2 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnccl.so.2\n";
         assert_eq!(
-            library_from_ldconfig(ld),
+            library_from_ldconfig(ld, "libnccl.so"),
             Some(PathBuf::from("/usr/lib/x86_64-linux-gnu/libnccl.so.2"))
         );
-        assert_eq!(library_from_ldconfig("0 libs found"), None);
+        assert_eq!(library_from_ldconfig("0 libs found", "libnccl.so"), None);
     }
 }

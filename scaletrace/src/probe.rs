@@ -4,7 +4,10 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 use aya::{
-    programs::{uprobe::UProbeScope, CgroupAttachMode, SockOps, TracePoint, UProbe},
+    programs::{
+        uprobe::{UProbeAttachLocation, UProbeScope},
+        CgroupAttachMode, SockOps, TracePoint, UProbe,
+    },
     Ebpf, EbpfLoader,
 };
 use scaletrace_common::{Config, TracepointOffsets};
@@ -183,9 +186,8 @@ fn attach_sockops(ebpf: &mut Ebpf, cgroup: &Path) -> Result<()> {
     Ok(())
 }
 
-/// eBPF program names of the entry and return probe of an NCCL function.
-fn nccl_programs(symbol: &str) -> (String, String) {
-    // ncclAllReduce -> nccl_all_reduce
+/// eBPF program name of the entry probe of an NCCL function: ncclAllReduce -> nccl_all_reduce.
+pub fn nccl_program(symbol: &str) -> String {
     let mut snake = String::from("nccl");
     for c in symbol.trim_start_matches("nccl").chars() {
         if c.is_ascii_uppercase() {
@@ -193,13 +195,34 @@ fn nccl_programs(symbol: &str) -> (String, String) {
         }
         snake.push(c.to_ascii_lowercase());
     }
-    let ret = format!("{snake}_ret");
-    (snake, ret)
+    snake
 }
 
-/// Attaches the NCCL probes to each library; each function that fails is reported on its own.
-pub fn attach_nccl(
+/// A family of uprobes: the functions of one library and how their programs are named.
+pub struct UprobeFamily {
+    pub label: &'static str,
+    pub functions: &'static [(u32, &'static str)],
+    /// Entry program name for a symbol; the return program adds `_ret`.
+    pub program: fn(&str) -> String,
+}
+
+pub const NCCL: UprobeFamily = UprobeFamily {
+    label: "nccl",
+    functions: &scaletrace_common::NCCL_FUNCTIONS,
+    program: nccl_program,
+};
+
+pub const VERBS: UprobeFamily = UprobeFamily {
+    label: "verbs",
+    functions: &scaletrace_common::VERBS_FUNCTIONS,
+    program: str::to_string,
+};
+
+/// Attaches a family's probes to each library; each function that fails is reported on its own.
+/// Symbols are resolved to the default version (see elf_symbols), then attached by offset.
+pub fn attach_uprobes(
     ebpf: &mut Ebpf,
+    family: &UprobeFamily,
     libs: &[std::path::PathBuf],
     pid: Option<u32>,
     hooks: &mut Hooks,
@@ -210,38 +233,45 @@ pub fn attach_nccl(
     };
     for lib in libs {
         if !lib.exists() {
-            hooks
-                .missing
-                .push((format!("nccl:{}", lib.display()), "no such file".into()));
+            hooks.missing.push((
+                format!("{}:{}", family.label, lib.display()),
+                "no such file".into(),
+            ));
             continue;
         }
         let mut attached = 0;
-        for (_, symbol) in scaletrace_common::NCCL_FUNCTIONS {
-            let (enter, exit) = nccl_programs(symbol);
-            let result = [enter, exit].iter().try_for_each(|name| -> Result<()> {
-                let prog: &mut UProbe = ebpf
-                    .program_mut(name)
-                    .with_context(|| format!("program {name} missing from the object"))?
-                    .try_into()?;
-                if prog.fd().is_err() {
-                    prog.load()
-                        .with_context(|| format!("the verifier rejected {name}"))?;
-                }
-                prog.attach(symbol, lib, scope)
-                    .with_context(|| format!("attaching to {symbol}"))?;
-                Ok(())
+        for (_, symbol) in family.functions {
+            let enter = (family.program)(symbol);
+            let exit = format!("{enter}_ret");
+            let result = crate::elf_symbols::function_offset(lib, symbol).and_then(|offset| {
+                [enter, exit].iter().try_for_each(|name| -> Result<()> {
+                    let prog: &mut UProbe = ebpf
+                        .program_mut(name)
+                        .with_context(|| format!("program {name} missing from the object"))?
+                        .try_into()?;
+                    if prog.fd().is_err() {
+                        prog.load()
+                            .with_context(|| format!("the verifier rejected {name}"))?;
+                    }
+                    prog.attach(UProbeAttachLocation::AbsoluteOffset(offset), lib, scope)
+                        .with_context(|| format!("attaching to {symbol}"))?;
+                    Ok(())
+                })
             });
             match result {
                 Ok(()) => attached += 1,
-                Err(e) => hooks
-                    .missing
-                    .push((format!("nccl:{symbol}@{}", lib.display()), short_error(&e))),
+                Err(e) => hooks.missing.push((
+                    format!("{}:{symbol}@{}", family.label, lib.display()),
+                    short_error(&e),
+                )),
             }
         }
         if attached > 0 {
-            hooks
-                .attached
-                .push(format!("nccl({attached} functions):{}", lib.display()));
+            hooks.attached.push(format!(
+                "{}({attached} functions):{}",
+                family.label,
+                lib.display()
+            ));
         }
     }
 }

@@ -220,12 +220,14 @@ pub struct CaptureRow {
     pub retransmits: u64,
     pub state_changes: u64,
     pub nccl_calls: u64,
+    pub verbs_calls: u64,
     pub ring_drops: u64,
     pub ring_drops_flow_end: u64,
     pub ring_drops_rtt: u64,
     pub ring_drops_retransmit: u64,
     pub ring_drops_state: u64,
     pub ring_drops_nccl: u64,
+    pub ring_drops_verbs: u64,
     pub rtt_samples_skipped_by_interval: u64,
     pub retransmits_over_rate: u64,
     pub flows_filtered_out: u64,
@@ -255,12 +257,14 @@ impl Table for CaptureRow {
             u64_col("retransmits", "rows", "Rows written to `retransmits`.", |r| r.retransmits),
             u64_col("state_changes", "rows", "Rows written to `state_changes`.", |r| r.state_changes),
             u64_col("nccl_calls", "rows", "Rows written to `nccl_calls`.", |r| r.nccl_calls),
-            u64_col("ring_drops", "events", "Events lost because the ring buffer was full (sum of the five below).", |r| r.ring_drops),
+            u64_col("verbs_calls", "rows", "Rows written to `verbs_calls`.", |r| r.verbs_calls),
+            u64_col("ring_drops", "events", "Events lost because the ring buffer was full (sum of the `ring_drops_*` columns).", |r| r.ring_drops),
             u64_col("ring_drops_flow_end", "events", "Flow-end records that did not fit; those flows were still recovered from the kernel flow table.", |r| r.ring_drops_flow_end),
             u64_col("ring_drops_rtt", "events", "RTT samples lost.", |r| r.ring_drops_rtt),
             u64_col("ring_drops_retransmit", "events", "Retransmit events lost.", |r| r.ring_drops_retransmit),
             u64_col("ring_drops_state", "events", "State changes lost.", |r| r.ring_drops_state),
             u64_col("ring_drops_nccl", "events", "NCCL calls lost.", |r| r.ring_drops_nccl),
+            u64_col("ring_drops_verbs", "events", "Verbs calls lost.", |r| r.ring_drops_verbs),
             u64_col("rtt_samples_skipped_by_interval", "events", "RTT updates not sampled because of `--rtt-sample-interval` (by design, not loss).", |r| r.rtt_samples_skipped_by_interval),
             u64_col("retransmits_over_rate", "events", "Retransmits not sent because of `--max-retransmit-rate` (still counted per flow).", |r| r.retransmits_over_rate),
             u64_col("flows_filtered_out", "flows", "Connections that did not match the filters.", |r| r.flows_filtered_out),
@@ -597,6 +601,109 @@ impl Table for NcclCallRow {
             opt_str_col("red_op", "Reduction: `ncclSum`, `ncclProd`, `ncclMax`, `ncclMin`, `ncclAvg` (AllReduce, ReduceScatter).", |r| r.red_op.as_deref()),
             opt_i64_col("peer", "", "Send/Recv peer rank, or Broadcast root.", |r| r.peer),
             opt_u64_col("bytes", "bytes", "count × datatype size: this rank's buffer size for the call.", |r| r.bytes),
+        ]
+    }
+}
+
+/// One libibverbs control-path call.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VerbsCallRow {
+    pub host: String,
+    pub ts: i64,
+    pub dur_ns: i64,
+    pub pid: u32,
+    pub tid: u32,
+    pub op: &'static str,
+    pub ok: bool,
+    pub device: Option<String>,
+    pub qp_num: Option<u32>,
+    pub qp_type: Option<&'static str>,
+    pub qp_state: Option<&'static str>,
+    pub dest_qp_num: Option<u32>,
+    pub dgid: Option<String>,
+    pub attr_mask: Option<u32>,
+    pub mr_length: Option<u64>,
+    pub cqe: Option<u32>,
+}
+
+impl Table for VerbsCallRow {
+    const NAME: &'static str = "verbs_calls";
+    const DESCRIPTION: &'static str =
+        "libibverbs control-path calls (uprobes): device open, PD/MR registration, CQ and \
+        QP creation, `ibv_modify_qp` state transitions with the destination QPN and GID, destroy.";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            ts_col("ts", "Call entry.", |r| r.ts),
+            i64_col("dur_ns", "ns", "Entry to return.", |r| r.dur_ns),
+            u32_col("pid", "", "Calling process.", |r| r.pid),
+            u32_col("tid", "", "Calling thread.", |r| r.tid),
+            str_col("op", "`ibv_open_device`, `ibv_alloc_pd`, `ibv_reg_mr`, `ibv_reg_mr_iova2`, `ibv_create_cq`, `ibv_create_qp`, `ibv_modify_qp`, `ibv_destroy_qp`.", |r| r.op),
+            bool_col("ok", "The call succeeded (non-null pointer, or 0).", |r| r.ok),
+            opt_str_col("device", "ibv_open_device: device name (first 16 characters).", |r| r.device.as_deref()),
+            opt_u32_col("qp_num", "", "QP number (create, modify, destroy).", |r| r.qp_num),
+            opt_str_col("qp_type", "`RC`, `UC`, `UD`, `RAW_PACKET`, `XRC_SEND`, `XRC_RECV`, `DRIVER`.", |r| r.qp_type),
+            opt_str_col("qp_state", "ibv_modify_qp: target state when the state bit is in the mask (`INIT`, `RTR`, `RTS`, `ERR`, ...).", |r| r.qp_state),
+            opt_u32_col("dest_qp_num", "", "ibv_modify_qp: remote QPN when IBV_QP_DEST_QPN is in the mask.", |r| r.dest_qp_num),
+            opt_str_col("dgid", "ibv_modify_qp: destination GID (IPv6 text; RoCE v2 IPv4 GIDs show as ::ffff:a.b.c.d) when IBV_QP_AV is in the mask.", |r| r.dgid.as_deref()),
+            opt_u32_col("attr_mask", "", "ibv_modify_qp: attribute mask.", |r| r.attr_mask),
+            opt_u64_col("mr_length", "bytes", "Registered memory region length.", |r| r.mr_length),
+            opt_u32_col("cqe", "", "Requested completion queue entries.", |r| r.cqe),
+        ]
+    }
+}
+
+/// A queue pair as a flow: created, connected to a remote QP, destroyed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QpRow {
+    pub host: String,
+    pub pid: u32,
+    pub qp_num: u32,
+    pub qp_type: &'static str,
+    pub created: i64,
+    pub destroyed: Option<i64>,
+    pub dest_qp_num: Option<u32>,
+    pub dgid: Option<String>,
+    pub last_state: Option<&'static str>,
+    pub rts: Option<i64>,
+    pub modify_calls: u32,
+}
+
+impl Table for QpRow {
+    const NAME: &'static str = "qps";
+    const DESCRIPTION: &'static str =
+        "One row per RDMA queue pair created during the run, keyed by (local QPN, \
+        remote QPN, GID): the RDMA counterpart of `flows`. Written at destroy, or at the end of \
+        the capture for QPs still alive (`destroyed` null).";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            u32_col("pid", "", "Process that created the QP.", |r| r.pid),
+            u32_col("qp_num", "", "Local QP number.", |r| r.qp_num),
+            str_col("qp_type", "QP type (`RC`, `UD`, ...).", |r| r.qp_type),
+            ts_col("created", "ibv_create_qp.", |r| r.created),
+            opt_ts_col(
+                "destroyed",
+                "ibv_destroy_qp; null if alive at the end.",
+                |r| r.destroyed,
+            ),
+            opt_u32_col("dest_qp_num", "", "Remote QP number (last set).", |r| {
+                r.dest_qp_num
+            }),
+            opt_str_col("dgid", "Remote GID (last set).", |r| r.dgid.as_deref()),
+            opt_str_col(
+                "last_state",
+                "Last state requested with ibv_modify_qp.",
+                |r| r.last_state,
+            ),
+            opt_ts_col(
+                "rts",
+                "When the QP was moved to RTS (ready to send).",
+                |r| r.rts,
+            ),
+            u32_col("modify_calls", "count", "ibv_modify_qp calls.", |r| {
+                r.modify_calls
+            }),
         ]
     }
 }

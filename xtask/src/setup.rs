@@ -7,9 +7,12 @@ use crate::run;
 
 /// Debian packages: LLVM 22 for bpf-linker (it must match nightly rustc's LLVM), network tools
 /// for the namespace tests (ip, tc, iptables, sysctl; taskset and setpriv are in util-linux),
-/// and pip for the Python test tools.
-const APT_PACKAGES: [&str; 6] = [
+/// libibverbs (library and headers: the verbs uprobe tests), a C compiler, and pip for the
+/// Python test tools.
+const APT_PACKAGES: [&str; 8] = [
     "llvm-22-dev",
+    "libibverbs-dev",
+    "gcc",
     "iproute2",
     "iptables",
     "procps",

@@ -44,6 +44,10 @@ pub struct RecordArgs {
     #[arg(long = "nccl-lib", value_name = "PATH")]
     pub nccl_libs: Vec<PathBuf>,
 
+    /// libibverbs to trace with uprobes (repeatable); found like --nccl-lib when not given.
+    #[arg(long = "verbs-lib", value_name = "PATH")]
+    pub verbs_libs: Vec<PathBuf>,
+
     /// Minimum spacing of RTT samples per flow written to the `rtt` table. Every RTT update
     /// still feeds the per-flow aggregates in `flows`.
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
@@ -120,6 +124,35 @@ pub fn parse_ring_kib(s: &str) -> Result<u32, String> {
     Ok(kib)
 }
 
+/// Libraries to probe, and where they came from: the explicit paths, else those the `--pid`
+/// process has mapped, else the dynamic linker cache's.
+pub fn find_libraries(
+    explicit: &[PathBuf],
+    pid: Option<u32>,
+    prefix: &str,
+    soname: &str,
+) -> (Vec<PathBuf>, String) {
+    if !explicit.is_empty() {
+        return (explicit.to_vec(), "flags".into());
+    }
+    if let Some(pid) = pid {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        let libs = crate::nccl::mapped_libraries(&maps, prefix);
+        if !libs.is_empty() {
+            return (libs, format!("/proc/{pid}/maps"));
+        }
+    }
+    let ldconfig = std::process::Command::new("ldconfig")
+        .arg("-p")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    match crate::nccl::library_from_ldconfig(&ldconfig, soname) {
+        Some(lib) => (vec![lib], "ldconfig".into()),
+        None => (Vec::new(), "not found".into()),
+    }
+}
+
 impl RecordArgs {
     /// The eBPF configuration for these flags; `netns_cookie` is resolved by the caller.
     pub fn config(&self, netns_cookie: u64) -> Result<Config> {
@@ -151,29 +184,6 @@ impl RecordArgs {
         cfg.retransmit_events_per_sec = self.max_retransmit_rate;
         cfg.retransmit_burst = self.max_retransmit_rate.clamp(1, 10_000);
         Ok(cfg)
-    }
-
-    /// The libnccl files to attach to, and where they came from.
-    pub fn nccl_libraries(&self) -> (Vec<PathBuf>, String) {
-        if !self.nccl_libs.is_empty() {
-            return (self.nccl_libs.clone(), "--nccl-lib".into());
-        }
-        if let Some(pid) = self.pid {
-            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-            let libs = crate::nccl::libraries_of_process(&maps);
-            if !libs.is_empty() {
-                return (libs, format!("/proc/{pid}/maps"));
-            }
-        }
-        let ldconfig = std::process::Command::new("ldconfig")
-            .arg("-p")
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        match crate::nccl::library_from_ldconfig(&ldconfig) {
-            Some(lib) => (vec![lib], "ldconfig".into()),
-            None => (Vec::new(), "not found".into()),
-        }
     }
 
     /// The cgroup to attach sock_ops to, from `--cgroup` or `--pid`.

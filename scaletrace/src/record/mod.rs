@@ -96,12 +96,26 @@ pub fn run(args: RecordArgs) -> Result<()> {
         mut ebpf,
         mut hooks,
     } = probe::load_and_attach(config, args.ring_buffer_kib * 1024, &tracefs_root, &cgroup)?;
-    let (nccl_libs, nccl_source) = args.nccl_libraries();
-    if nccl_libs.is_empty() {
-        log::info!("no libnccl found (pass --nccl-lib or --pid): NCCL calls are not traced");
-    } else {
-        log::debug!("NCCL libraries from {nccl_source}: {nccl_libs:?}");
-        probe::attach_nccl(&mut ebpf, &nccl_libs, args.pid, &mut hooks);
+    for (family, explicit, lib_prefix, soname) in [
+        (&probe::NCCL, &args.nccl_libs, "libnccl.so", "libnccl.so"),
+        (
+            &probe::VERBS,
+            &args.verbs_libs,
+            "libibverbs.so",
+            "libibverbs.so.1",
+        ),
+    ] {
+        let (libs, source) = args::find_libraries(explicit, args.pid, lib_prefix, soname);
+        if libs.is_empty() {
+            log::info!(
+                "no {soname} found (pass --{}-lib or --pid): {} calls are not traced",
+                family.label,
+                family.label
+            );
+        } else {
+            log::debug!("{} libraries from {source}: {libs:?}", family.label);
+            probe::attach_uprobes(&mut ebpf, family, &libs, args.pid, &mut hooks);
+        }
     }
     for (hook, why) in &hooks.missing {
         log::warn!("{hook} not attached: {why}");

@@ -30,6 +30,9 @@ pub struct Sinks {
     states: TableWriter<StateChangeRow>,
     nic: TableWriter<NicCounterRow>,
     nccl: TableWriter<NcclCallRow>,
+    verbs: TableWriter<VerbsCallRow>,
+    qps: TableWriter<QpRow>,
+    qp_tracker: crate::verbs::QpTracker,
     clock: ClockOffset,
     nic_sampler: Option<NicSampler>,
     pub events: u64,
@@ -83,6 +86,9 @@ impl Sinks {
             states: TableWriter::create(out, run_id, &metadata)?,
             nic: TableWriter::create(out, run_id, &metadata)?,
             nccl: TableWriter::create(out, run_id, &metadata)?,
+            verbs: TableWriter::create(out, run_id, &metadata)?,
+            qps: TableWriter::create(out, run_id, &metadata)?,
+            qp_tracker: Default::default(),
             clock: *clock,
             nic_sampler: nic_sysfs.map(|root| NicSampler::new(root, &node.hostname)),
             metadata,
@@ -126,6 +132,8 @@ impl Sinks {
             self.states.path(),
             self.nic.path(),
             self.nccl.path(),
+            self.verbs.path(),
+            self.qps.path(),
         ] {
             let _ = std::fs::remove_file(p.with_extension("parquet.partial"));
         }
@@ -151,6 +159,14 @@ impl Sinks {
             Event::StateChange(e) => {
                 let row = self.assembler.state_change(&e);
                 self.states.push(row)
+            }
+            Event::VerbsCall(e) => {
+                let clock = self.clock;
+                let row = crate::verbs::call_row(&e, &self.node.hostname, |m| clock.to_utc_ns(m));
+                if let Some(qp) = self.qp_tracker.observe(&row) {
+                    self.qps.push(qp)?;
+                }
+                self.verbs.push(row)
             }
             Event::NcclCall(e) => {
                 let clock = self.clock;
@@ -241,7 +257,9 @@ impl Sinks {
             retransmits: self.retransmits.rows(),
             state_changes: self.states.rows(),
             nccl_calls: self.nccl.rows(),
+            verbs_calls: self.verbs.rows(),
             ring_drops_nccl: counters.get(STAT_RING_FULL + EVENT_NCCL_CALL),
+            ring_drops_verbs: counters.get(STAT_RING_FULL + EVENT_VERBS_CALL),
             ring_drops: counters.ring_drops(),
             ring_drops_flow_end: counters.get(STAT_RING_FULL + EVENT_FLOW_END),
             ring_drops_rtt: counters.get(STAT_RING_FULL + EVENT_RTT_SAMPLE),
@@ -296,6 +314,11 @@ impl Sinks {
         close!(self.states);
         close!(self.nic);
         close!(self.nccl);
+        for qp in self.qp_tracker.remaining() {
+            note(self.qps.push(qp));
+        }
+        close!(self.verbs);
+        close!(self.qps);
         match capture_writer {
             Ok(w) => note(w.close().map(|_| ())),
             Err(e) => note(Err(e)),

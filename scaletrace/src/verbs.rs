@@ -1,0 +1,302 @@
+//! RDMA verbs: naming what the libibverbs probes saw, and following each QP as a flow.
+use std::{collections::HashMap, net::Ipv6Addr};
+
+use scaletrace_common::{verbs_abi, *};
+
+use crate::{
+    decode::comm_string,
+    tables::{QpRow, VerbsCallRow},
+};
+
+pub fn op_name(op: u32) -> &'static str {
+    VERBS_FUNCTIONS
+        .iter()
+        .find(|(o, _)| *o == op)
+        .map(|(_, name)| *name)
+        .unwrap_or("unknown")
+}
+
+/// enum ibv_qp_state.
+pub fn qp_state(s: u32) -> &'static str {
+    match s {
+        0 => "RESET",
+        1 => "INIT",
+        2 => "RTR",
+        3 => "RTS",
+        4 => "SQD",
+        5 => "SQE",
+        6 => "ERR",
+        _ => "UNKNOWN",
+    }
+}
+
+/// enum ibv_qp_type.
+pub fn qp_type(t: u32) -> &'static str {
+    match t {
+        2 => "RC",
+        3 => "UC",
+        4 => "UD",
+        8 => "RAW_PACKET",
+        9 => "XRC_SEND",
+        10 => "XRC_RECV",
+        0xff => "DRIVER",
+        _ => "UNKNOWN",
+    }
+}
+
+fn returns_pointer(op: u32) -> bool {
+    !matches!(op, VERBS_MODIFY_QP | VERBS_DESTROY_QP)
+}
+
+pub fn call_row(e: &VerbsCallEvent, host: &str, utc: impl Fn(u64) -> i64) -> VerbsCallRow {
+    let ok = if returns_pointer(e.op) {
+        e.ret != 0
+    } else {
+        e.ret as i32 == 0
+    };
+    let modify = e.op == VERBS_MODIFY_QP;
+    let has_qp = matches!(e.op, VERBS_CREATE_QP | VERBS_MODIFY_QP | VERBS_DESTROY_QP);
+    VerbsCallRow {
+        host: host.into(),
+        ts: utc(e.entry_ns),
+        dur_ns: e.header.ts_ns.saturating_sub(e.entry_ns) as i64,
+        pid: (e.pid_tgid >> 32) as u32,
+        tid: e.pid_tgid as u32,
+        op: op_name(e.op),
+        ok,
+        device: (e.op == VERBS_OPEN_DEVICE).then(|| comm_string(&e.device)),
+        qp_num: (has_qp && (ok || e.op != VERBS_CREATE_QP)).then_some(e.qp_num),
+        qp_type: (ok && matches!(e.op, VERBS_CREATE_QP | VERBS_DESTROY_QP))
+            .then(|| qp_type(e.qp_type)),
+        qp_state: (modify && e.attr_mask & verbs_abi::MASK_STATE != 0)
+            .then(|| qp_state(e.qp_state)),
+        dest_qp_num: (modify && e.attr_mask & verbs_abi::MASK_DEST_QPN != 0)
+            .then_some(e.dest_qp_num),
+        dgid: (modify && e.attr_mask & verbs_abi::MASK_AV != 0)
+            .then(|| Ipv6Addr::from(e.dgid).to_string()),
+        attr_mask: modify.then_some(e.attr_mask),
+        mr_length: matches!(e.op, VERBS_REG_MR | VERBS_REG_MR_IOVA2).then_some(e.length),
+        cqe: (e.op == VERBS_CREATE_CQ).then_some(e.cqe),
+    }
+}
+
+/// Follows QPs from create to destroy.
+#[derive(Default)]
+pub struct QpTracker {
+    live: HashMap<(u32, u32), QpRow>,
+}
+
+impl QpTracker {
+    /// Updates the QP the call concerns; returns a finished row at a successful destroy.
+    pub fn observe(&mut self, row: &VerbsCallRow) -> Option<QpRow> {
+        let key = (row.pid, row.qp_num?);
+        match row.op {
+            "ibv_create_qp" if row.ok => {
+                self.live.insert(
+                    key,
+                    QpRow {
+                        host: row.host.clone(),
+                        pid: row.pid,
+                        qp_num: key.1,
+                        qp_type: row.qp_type.unwrap_or("UNKNOWN"),
+                        created: row.ts,
+                        ..Default::default()
+                    },
+                );
+                None
+            }
+            "ibv_modify_qp" if row.ok => {
+                let qp = self.live.get_mut(&key)?;
+                qp.modify_calls += 1;
+                if let Some(state) = row.qp_state {
+                    qp.last_state = Some(state);
+                    if state == "RTS" {
+                        qp.rts = Some(row.ts);
+                    }
+                }
+                if row.dest_qp_num.is_some() {
+                    qp.dest_qp_num = row.dest_qp_num;
+                }
+                if row.dgid.is_some() {
+                    qp.dgid = row.dgid.clone();
+                }
+                None
+            }
+            "ibv_destroy_qp" if row.ok => {
+                let mut qp = self.live.remove(&key)?;
+                qp.destroyed = Some(row.ts);
+                Some(qp)
+            }
+            _ => None,
+        }
+    }
+
+    /// QPs still alive at the end of the capture.
+    pub fn remaining(&mut self) -> Vec<QpRow> {
+        let mut rows: Vec<QpRow> = self.live.drain().map(|(_, r)| r).collect();
+        rows.sort_by_key(|r| (r.pid, r.qp_num));
+        rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(op: u32) -> VerbsCallEvent {
+        VerbsCallEvent {
+            header: EventHeader {
+                kind: EVENT_VERBS_CALL,
+                _pad: 0,
+                ts_ns: 20,
+            },
+            entry_ns: 10,
+            pid_tgid: 7 << 32 | 8,
+            op,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_qp_from_create_to_destroy() {
+        let utc = |m: u64| m as i64;
+        let mut t = QpTracker::default();
+        let create = call_row(
+            &VerbsCallEvent {
+                ret: 0xabc,
+                qp_num: 0x1234,
+                qp_type: 2,
+                ..event(VERBS_CREATE_QP)
+            },
+            "h",
+            utc,
+        );
+        assert_eq!(
+            (create.ok, create.qp_num, create.qp_type),
+            (true, Some(0x1234), Some("RC"))
+        );
+        assert!(t.observe(&create).is_none());
+        let mut gid = [0u8; 16];
+        gid[10] = 0xff;
+        gid[11] = 0xff;
+        gid[12..].copy_from_slice(&[10, 0, 0, 2]);
+        let rtr = call_row(
+            &VerbsCallEvent {
+                ret: 0,
+                qp_num: 0x1234,
+                qp_state: 2,
+                dest_qp_num: 0x5678,
+                dgid: gid,
+                attr_mask: verbs_abi::MASK_STATE | verbs_abi::MASK_AV | verbs_abi::MASK_DEST_QPN,
+                ..event(VERBS_MODIFY_QP)
+            },
+            "h",
+            utc,
+        );
+        assert_eq!(
+            (rtr.qp_state, rtr.dest_qp_num, rtr.dgid.as_deref()),
+            (Some("RTR"), Some(0x5678), Some("::ffff:10.0.0.2"))
+        );
+        t.observe(&rtr);
+        let rts = call_row(
+            &VerbsCallEvent {
+                qp_num: 0x1234,
+                qp_state: 3,
+                attr_mask: verbs_abi::MASK_STATE,
+                ..event(VERBS_MODIFY_QP)
+            },
+            "h",
+            utc,
+        );
+        assert_eq!(
+            (rts.dest_qp_num, rts.dgid.as_deref()),
+            (None, None),
+            "fields outside the mask are not reported"
+        );
+        t.observe(&rts);
+        let failed = call_row(
+            &VerbsCallEvent {
+                ret: u64::MAX,
+                qp_num: 0x1234,
+                ..event(VERBS_DESTROY_QP)
+            },
+            "h",
+            utc,
+        );
+        assert!(!failed.ok && t.observe(&failed).is_none());
+        let destroy = call_row(
+            &VerbsCallEvent {
+                ret: 0,
+                qp_num: 0x1234,
+                ..event(VERBS_DESTROY_QP)
+            },
+            "h",
+            utc,
+        );
+        let qp = t.observe(&destroy).unwrap();
+        assert_eq!(
+            (qp.pid, qp.qp_num, qp.dest_qp_num, qp.last_state),
+            (7, 0x1234, Some(0x5678), Some("RTS"))
+        );
+        assert_eq!(
+            (qp.created, qp.rts, qp.destroyed, qp.modify_calls),
+            (10, Some(10), Some(10), 2)
+        );
+        assert!(t.remaining().is_empty());
+    }
+
+    #[test]
+    fn failed_create_and_other_calls() {
+        let utc = |m: u64| m as i64;
+        let failed = call_row(
+            &VerbsCallEvent {
+                ret: 0,
+                ..event(VERBS_CREATE_QP)
+            },
+            "h",
+            utc,
+        );
+        assert_eq!((failed.ok, failed.qp_num), (false, None));
+        let mut dev = [0u8; 16];
+        dev[..6].copy_from_slice(b"mlx5_0");
+        let open = call_row(
+            &VerbsCallEvent {
+                ret: 1,
+                device: dev,
+                ..event(VERBS_OPEN_DEVICE)
+            },
+            "h",
+            utc,
+        );
+        assert_eq!(
+            (open.device.as_deref(), open.dur_ns, open.pid, open.tid),
+            (Some("mlx5_0"), 10, 7, 8)
+        );
+        let mr = call_row(
+            &VerbsCallEvent {
+                ret: 1,
+                length: 1 << 20,
+                ..event(VERBS_REG_MR)
+            },
+            "h",
+            utc,
+        );
+        assert_eq!(mr.mr_length, Some(1 << 20));
+        let mut t = QpTracker::default();
+        t.observe(&call_row(
+            &VerbsCallEvent {
+                ret: 1,
+                qp_num: 5,
+                qp_type: 4,
+                ..event(VERBS_CREATE_QP)
+            },
+            "h",
+            utc,
+        ));
+        let left = t.remaining();
+        assert_eq!(
+            (left.len(), left[0].qp_type, left[0].destroyed),
+            (1, "UD", None)
+        );
+    }
+}
