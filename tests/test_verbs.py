@@ -29,12 +29,14 @@ def test_qp_lifecycle_becomes_a_flow(fake_verbs, tmp_path):
     lib, driver = fake_verbs
     proc = subprocess.Popen([str(driver)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
-    rec = Recorder(tmp_path / "out", "--verbs-lib", str(lib), "--pid", str(proc.pid), "--no-gpu", "--port", "1")
+    rec = Recorder(tmp_path / "out", "--verbs-lib", str(lib), "--verbs-provider-lib", str(lib), "--verbs-sample-every", "1",
+                   "--pid", str(proc.pid), "--no-gpu", "--port", "1")
     assert f"verbs(8 functions):{lib}" in rec.stderr
+    assert f"verbs-data-path(mlx5):{lib}" in rec.stderr
     proc.stdin.write("\n")
     proc.stdin.flush()
-    qp_num, alive_qp, failed_create, _mr = proc.stdout.readline().split()
-    assert failed_create == "1"
+    qp_num, alive_qp, failed_create, polled, _mr = proc.stdout.readline().split()
+    assert failed_create == "1" and polled == "3"
     proc.stdin.write("\n")
     proc.stdin.flush()
     proc.wait(timeout=30)
@@ -61,8 +63,23 @@ def test_qp_lifecycle_becomes_a_flow(fake_verbs, tmp_path):
     assert qps == [(q, "RC", 0x5678, "::ffff:10.0.0.2", "RTS", True, True, 3),
                    (a, "RC", None, None, None, False, False, 0)]
 
+    # The data path of the first QP, aggregated in the kernel and sampled one by one.
+    traffic = rec.query(f"""SELECT qp_num, post_calls, wrs_posted, bytes_posted, completions, completion_errors,
+                                   latency_count, latency_min_ns, opcodes
+                            FROM read_parquet('{rec.out}/qp_traffic/*.parquet') WHERE pid = {proc.pid}""")
+    assert len(traffic) == 1, traffic
+    qpn, posts, wrs, nbytes, completions, errors, measured, lat_min, opcodes = traffic[0]
+    assert (qpn, posts, wrs, nbytes, completions, errors, measured) == (q, 1, 3, 4096 + 8192 + 100, 3, 1, 3)
+    assert lat_min >= 1_000_000, "posted, then polled a millisecond later"
+    assert opcodes == "RDMA_WRITE,SEND"
+    done = rec.query(f"""SELECT wr_id, status, opcode, latency_ns >= 1000000
+                         FROM read_parquet('{rec.out}/verbs_completions/*.parquet') ORDER BY wr_id""")
+    assert done == [(1, "SUCCESS", "SEND", True), (2, "SUCCESS", "RDMA_WRITE", True), (99, "RETRY_EXC_ERR", "SEND", True)]
+
 
 def test_library_without_the_symbols_is_reported_per_function(tmp_path):
-    rec = Recorder(tmp_path, "--verbs-lib", "/usr/lib/x86_64-linux-gnu/libc.so.6", "--no-gpu", "--port", "1")
+    libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    rec = Recorder(tmp_path, "--verbs-lib", libc, "--verbs-provider-lib", libc, "--no-gpu", "--port", "1")
     assert rec.stop() == 0, rec.stderr
-    assert "verbs:ibv_create_qp@/usr/lib/x86_64-linux-gnu/libc.so.6 not attached: symbol ibv_create_qp not found" in rec.stderr
+    assert f"verbs:ibv_create_qp@{libc} not attached: symbol ibv_create_qp not found" in rec.stderr
+    assert "verbs-data-path not attached: no provider among 1 exports post_send/poll_cq symbols" in rec.stderr

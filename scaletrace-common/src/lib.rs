@@ -16,8 +16,9 @@ pub const EVENT_RETRANSMIT: u32 = 3;
 pub const EVENT_STATE_CHANGE: u32 = 4;
 pub const EVENT_NCCL_CALL: u32 = 5;
 pub const EVENT_VERBS_CALL: u32 = 6;
+pub const EVENT_VERBS_COMPLETION: u32 = 7;
 /// Number of event kinds plus one (index 0 unused), sizing the per-kind counters.
-pub const EVENT_KINDS: u32 = 7;
+pub const EVENT_KINDS: u32 = 8;
 
 /// Per-CPU counter slots in the `STATS` map: `base + kind`.
 pub const STAT_EMITTED: u32 = 0;
@@ -87,6 +88,8 @@ pub struct Config {
     /// Minimum spacing of RTT samples sent to userspace per flow; every RTT update is still
     /// aggregated in the kernel flow table.
     pub rtt_sample_interval_ns: u64,
+    /// Send one verbs completion in every N to userspace (all are aggregated per QP).
+    pub verbs_sample_every: u64,
     /// Per-CPU token bucket for per-packet events (retransmits): refill rate and burst.
     pub retransmit_events_per_sec: u64,
     pub retransmit_burst: u64,
@@ -105,6 +108,7 @@ impl Config {
         cidr_addr: [0; 16],
         netns_cookie: 0,
         rtt_sample_interval_ns: 10_000_000,
+        verbs_sample_every: 16,
         retransmit_events_per_sec: 100_000,
         retransmit_burst: 10_000,
         retransmit_tp: TracepointOffsets::NONE,
@@ -321,6 +325,83 @@ pub mod verbs_abi {
     pub const MASK_STATE: u32 = 1;
     pub const MASK_AV: u32 = 1 << 7;
     pub const MASK_DEST_QPN: u32 = 1 << 20;
+    /// struct ibv_send_wr / ibv_recv_wr
+    pub const WR_ID: u64 = 0;
+    pub const WR_NEXT: u64 = 8;
+    pub const WR_SG_LIST: u64 = 16;
+    pub const SEND_WR_NUM_SGE: u64 = 24;
+    pub const SEND_WR_OPCODE: u64 = 28;
+    /// struct ibv_sge
+    pub const SGE_LENGTH: u64 = 8;
+    pub const SGE_SIZE: u64 = 16;
+    /// struct ibv_wc
+    pub const WC_WR_ID: u64 = 0;
+    pub const WC_STATUS: u64 = 8;
+    pub const WC_OPCODE: u64 = 12;
+    pub const WC_BYTE_LEN: u64 = 20;
+    pub const WC_QP_NUM: u64 = 28;
+    pub const WC_SIZE: u64 = 48;
+    /// Work requests followed per ibv_post_send call, SGEs per request, completions per poll.
+    pub const MAX_WRS: u64 = 16;
+    pub const MAX_SGES: u64 = 4;
+    pub const MAX_WCS: u64 = 16;
+}
+
+/// Provider data-path functions (ibv_post_send / ibv_poll_cq are inline in verbs.h and call
+/// these through the context's ops table), tried with each provider prefix.
+pub const VERBS_PROVIDER_PREFIXES: [&str; 10] = [
+    "mlx5", "mlx4", "rxe", "siw", "efa", "bnxt_re", "hns", "irdma", "qedr", "mana",
+];
+
+/// (tgid, local QPN): the data-path aggregation key.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct QpKey {
+    pub tgid: u32,
+    pub qp_num: u32,
+}
+
+/// A work request in flight: its QP and caller-chosen id.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct WrKey {
+    pub tgid: u32,
+    pub qp_num: u32,
+    pub wr_id: u64,
+}
+
+/// Per-QP data-path aggregate, kept in the kernel.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QpTraffic {
+    pub post_calls: u64,
+    pub wrs_posted: u64,
+    pub bytes_posted: u64,
+    pub completions: u64,
+    pub completion_errors: u64,
+    pub bytes_completed: u64,
+    pub latency_count: u64,
+    pub latency_sum_ns: u64,
+    pub latency_min_ns: u64,
+    pub latency_max_ns: u64,
+    /// Bit n set: opcode n was posted (enum ibv_wr_opcode).
+    pub opcodes: u64,
+}
+
+/// One sampled work completion.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct VerbsCompletionEvent {
+    pub header: EventHeader,
+    pub wr_id: u64,
+    /// Post to completion; 0 when the post was not seen.
+    pub latency_ns: u64,
+    pub tgid: u32,
+    pub qp_num: u32,
+    pub status: u32,
+    pub opcode: u32,
+    pub byte_len: u32,
+    pub _pad: u32,
 }
 
 /// One libibverbs control-path call: arguments at entry, result at return.
@@ -359,7 +440,7 @@ mod layout_tests {
     #[test]
     fn structs_have_no_hidden_padding() {
         assert_eq!(size_of::<TracepointOffsets>(), 22);
-        assert_eq!(size_of::<Config>(), 128);
+        assert_eq!(size_of::<Config>(), 136);
         assert_eq!(size_of::<FlowTuple>(), 40);
         assert_eq!(size_of::<FlowStats>(), 176);
         assert_eq!(size_of::<EventHeader>(), 16);
@@ -369,6 +450,9 @@ mod layout_tests {
         assert_eq!(size_of::<NcclCallEvent>(), 96);
         assert_eq!(size_of::<NcclCallKey>(), 16);
         assert_eq!(size_of::<VerbsCallEvent>(), 120);
+        assert_eq!(size_of::<QpTraffic>(), 88);
+        assert_eq!(size_of::<VerbsCompletionEvent>(), 56);
+        assert_eq!(size_of::<WrKey>(), 16);
     }
 }
 
@@ -379,4 +463,6 @@ mod pod {
     unsafe impl aya::Pod for Config {}
     unsafe impl aya::Pod for FlowTuple {}
     unsafe impl aya::Pod for FlowStats {}
+    unsafe impl aya::Pod for QpKey {}
+    unsafe impl aya::Pod for QpTraffic {}
 }

@@ -12,6 +12,7 @@ pub enum Event {
     StateChange(StateChangeEvent),
     NcclCall(NcclCallEvent),
     VerbsCall(VerbsCallEvent),
+    VerbsCompletion(VerbsCompletionEvent),
 }
 
 fn read<T: Copy>(bytes: &[u8]) -> Result<T> {
@@ -39,6 +40,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event> {
         EVENT_STATE_CHANGE => Event::StateChange(read(bytes)?),
         EVENT_NCCL_CALL => Event::NcclCall(read(bytes)?),
         EVENT_VERBS_CALL => Event::VerbsCall(read(bytes)?),
+        EVENT_VERBS_COMPLETION => Event::VerbsCompletion(read(bytes)?),
         other => bail!("unknown event kind {other}"),
     })
 }

@@ -276,6 +276,71 @@ pub fn attach_uprobes(
     }
 }
 
+fn attach_uprobe_at(
+    ebpf: &mut Ebpf,
+    program: &str,
+    offset: u64,
+    lib: &Path,
+    scope: UProbeScope,
+) -> Result<()> {
+    let prog: &mut UProbe = ebpf
+        .program_mut(program)
+        .with_context(|| format!("program {program} missing from the object"))?
+        .try_into()?;
+    if prog.fd().is_err() {
+        prog.load()
+            .with_context(|| format!("the verifier rejected {program}"))?;
+    }
+    prog.attach(UProbeAttachLocation::AbsoluteOffset(offset), lib, scope)?;
+    Ok(())
+}
+
+/// Attaches the data-path probes to each provider library whose symbol table has
+/// `<prefix>_post_send` / `<prefix>_poll_cq`. Distribution builds strip these static functions;
+/// then one line says so instead of one per library.
+pub fn attach_verbs_providers(
+    ebpf: &mut Ebpf,
+    libs: &[std::path::PathBuf],
+    pid: Option<u32>,
+    hooks: &mut Hooks,
+) {
+    let scope = match pid.and_then(std::num::NonZeroU32::new) {
+        Some(pid) => UProbeScope::OneProcess(pid),
+        None => UProbeScope::AllProcesses,
+    };
+    let mut found = false;
+    for lib in libs {
+        for prefix in scaletrace_common::VERBS_PROVIDER_PREFIXES {
+            let post = format!("{prefix}_post_send");
+            let poll = format!("{prefix}_poll_cq");
+            let (Ok(post_at), Ok(poll_at)) = (
+                crate::elf_symbols::function_offset(lib, &post),
+                crate::elf_symbols::function_offset(lib, &poll),
+            ) else {
+                continue;
+            };
+            found = true;
+            let hook = format!("verbs-data-path({prefix}):{}", lib.display());
+            let result = attach_uprobe_at(ebpf, "verbs_post_send", post_at, lib, scope)
+                .and_then(|_| attach_uprobe_at(ebpf, "verbs_poll_cq", poll_at, lib, scope))
+                .and_then(|_| attach_uprobe_at(ebpf, "verbs_poll_cq_ret", poll_at, lib, scope));
+            match result {
+                Ok(()) => hooks.attached.push(hook),
+                Err(e) => hooks.missing.push((hook, short_error(&e))),
+            }
+        }
+    }
+    if !found && !libs.is_empty() {
+        hooks.missing.push((
+            "verbs-data-path".into(),
+            format!(
+                "no provider among {} exports post_send/poll_cq symbols (stripped; install the rdma-core debug symbols or pass --verbs-provider-lib)",
+                libs.len()
+            ),
+        ));
+    }
+}
+
 fn attach_tracepoint(ebpf: &mut Ebpf, tp: &TracepointHook) -> Result<()> {
     let prog: &mut TracePoint = ebpf
         .program_mut(tp.program)

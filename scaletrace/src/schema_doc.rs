@@ -68,6 +68,8 @@ pub fn render() -> String {
     out.push_str(&markdown::<NcclCallRow>());
     out.push_str(&markdown::<VerbsCallRow>());
     out.push_str(&markdown::<QpRow>());
+    out.push_str(&markdown::<QpTrafficRow>());
+    out.push_str(&markdown::<VerbsCompletionRow>());
     out.push_str(&markdown::<GpuDeviceRow>());
     out.push_str(&markdown::<GpuSampleRow>());
     out.push_str(&markdown::<GpuProcessRow>());

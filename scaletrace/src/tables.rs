@@ -707,3 +707,161 @@ impl Table for QpRow {
         ]
     }
 }
+
+/// A sampled RDMA work completion.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VerbsCompletionRow {
+    pub host: String,
+    pub ts: i64,
+    pub pid: u32,
+    pub qp_num: u32,
+    pub wr_id: u64,
+    pub status: String,
+    pub opcode: String,
+    pub byte_len: u32,
+    pub latency_ns: Option<u64>,
+}
+
+impl Table for VerbsCompletionRow {
+    const NAME: &'static str = "verbs_completions";
+    const DESCRIPTION: &'static str =
+        "Sampled work completions from the provider's poll_cq (uprobe): every failed \
+        completion and one successful completion in `--verbs-sample-every`. All completions are \
+        counted in `qp_traffic`.";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            ts_col("ts", "When poll_cq returned the completion.", |r| r.ts),
+            u32_col("pid", "", "Polling process.", |r| r.pid),
+            u32_col(
+                "qp_num",
+                "",
+                "Local QP number; joins to `qps` and `qp_traffic`.",
+                |r| r.qp_num,
+            ),
+            u64_col(
+                "wr_id",
+                "",
+                "Work request id chosen by the application.",
+                |r| r.wr_id,
+            ),
+            str_col(
+                "status",
+                "enum ibv_wc_status name, e.g. `SUCCESS`, `RETRY_EXC_ERR`.",
+                |r| &r.status,
+            ),
+            str_col(
+                "opcode",
+                "enum ibv_wc_opcode name, e.g. `SEND`, `RDMA_WRITE`, `RECV`.",
+                |r| &r.opcode,
+            ),
+            u32_col(
+                "byte_len",
+                "bytes",
+                "Bytes transferred (receive completions).",
+                |r| r.byte_len,
+            ),
+            opt_u64_col(
+                "latency_ns",
+                "ns",
+                "Post to completion; null when the post was not seen.",
+                |r| r.latency_ns,
+            ),
+        ]
+    }
+}
+
+/// Data-path totals of one QP over the run, aggregated in the kernel.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QpTrafficRow {
+    pub host: String,
+    pub pid: u32,
+    pub qp_num: u32,
+    pub post_calls: u64,
+    pub wrs_posted: u64,
+    pub bytes_posted: u64,
+    pub completions: u64,
+    pub completion_errors: u64,
+    pub bytes_completed: u64,
+    pub latency_count: u64,
+    pub latency_mean_ns: Option<f64>,
+    pub latency_min_ns: Option<u64>,
+    pub latency_max_ns: Option<u64>,
+    pub opcodes: String,
+}
+
+impl Table for QpTrafficRow {
+    const NAME: &'static str = "qp_traffic";
+    const DESCRIPTION: &'static str = "Per-QP data path over the whole run (provider post_send/poll_cq uprobes, \
+        aggregated in a kernel map): work requests, bytes, completions, errors and post-to-completion \
+        latency. Written at the end of the capture.";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            u32_col("pid", "", "Process.", |r| r.pid),
+            u32_col("qp_num", "", "Local QP number; joins to `qps`.", |r| {
+                r.qp_num
+            }),
+            u64_col("post_calls", "count", "post_send calls.", |r| r.post_calls),
+            u64_col(
+                "wrs_posted",
+                "count",
+                "Work requests posted (up to 16 followed per call).",
+                |r| r.wrs_posted,
+            ),
+            u64_col(
+                "bytes_posted",
+                "bytes",
+                "Sum of the posted scatter/gather lengths (up to 4 SGEs per request).",
+                |r| r.bytes_posted,
+            ),
+            u64_col(
+                "completions",
+                "count",
+                "Completions polled (up to 16 followed per poll).",
+                |r| r.completions,
+            ),
+            u64_col(
+                "completion_errors",
+                "count",
+                "Completions with a non-success status.",
+                |r| r.completion_errors,
+            ),
+            u64_col(
+                "bytes_completed",
+                "bytes",
+                "Sum of completion byte_len (receives).",
+                |r| r.bytes_completed,
+            ),
+            u64_col(
+                "latency_count",
+                "count",
+                "Completions whose post was seen.",
+                |r| r.latency_count,
+            ),
+            opt_f64_col(
+                "latency_mean_ns",
+                "ns",
+                "Mean post-to-completion latency.",
+                |r| r.latency_mean_ns,
+            ),
+            opt_u64_col(
+                "latency_min_ns",
+                "ns",
+                "Smallest post-to-completion latency.",
+                |r| r.latency_min_ns,
+            ),
+            opt_u64_col(
+                "latency_max_ns",
+                "ns",
+                "Largest post-to-completion latency.",
+                |r| r.latency_max_ns,
+            ),
+            str_col(
+                "opcodes",
+                "Posted opcodes (enum ibv_wr_opcode names), comma-separated.",
+                |r| &r.opcodes,
+            ),
+        ]
+    }
+}

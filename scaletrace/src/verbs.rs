@@ -5,7 +5,7 @@ use scaletrace_common::{verbs_abi, *};
 
 use crate::{
     decode::comm_string,
-    tables::{QpRow, VerbsCallRow},
+    tables::{QpRow, QpTrafficRow, VerbsCallRow, VerbsCompletionRow},
 };
 
 pub fn op_name(op: u32) -> &'static str {
@@ -139,6 +139,121 @@ impl QpTracker {
     }
 }
 
+/// enum ibv_wc_status.
+pub fn wc_status(s: u32) -> String {
+    const NAMES: [&str; 23] = [
+        "SUCCESS",
+        "LOC_LEN_ERR",
+        "LOC_QP_OP_ERR",
+        "LOC_EEC_OP_ERR",
+        "LOC_PROT_ERR",
+        "WR_FLUSH_ERR",
+        "MW_BIND_ERR",
+        "BAD_RESP_ERR",
+        "LOC_ACCESS_ERR",
+        "REM_INV_REQ_ERR",
+        "REM_ACCESS_ERR",
+        "REM_OP_ERR",
+        "RETRY_EXC_ERR",
+        "RNR_RETRY_EXC_ERR",
+        "LOC_RDD_VIOL_ERR",
+        "REM_INV_RD_REQ_ERR",
+        "REM_ABORT_ERR",
+        "INV_EECN_ERR",
+        "INV_EEC_STATE_ERR",
+        "FATAL_ERR",
+        "RESP_TIMEOUT_ERR",
+        "GENERAL_ERR",
+        "TM_ERR",
+    ];
+    NAMES
+        .get(s as usize)
+        .map(|n| n.to_string())
+        .unwrap_or_else(|| format!("STATUS{s}"))
+}
+
+/// enum ibv_wc_opcode.
+pub fn wc_opcode(op: u32) -> String {
+    match op {
+        0 => "SEND".into(),
+        1 => "RDMA_WRITE".into(),
+        2 => "RDMA_READ".into(),
+        3 => "COMP_SWAP".into(),
+        4 => "FETCH_ADD".into(),
+        5 => "BIND_MW".into(),
+        6 => "LOCAL_INV".into(),
+        7 => "TSO".into(),
+        128 => "RECV".into(),
+        129 => "RECV_RDMA_WITH_IMM".into(),
+        other => format!("OPCODE{other}"),
+    }
+}
+
+/// Names of the posted opcodes in a bit set (enum ibv_wr_opcode).
+pub fn wr_opcodes(bits: u64) -> String {
+    const NAMES: [&str; 11] = [
+        "RDMA_WRITE",
+        "RDMA_WRITE_WITH_IMM",
+        "SEND",
+        "SEND_WITH_IMM",
+        "RDMA_READ",
+        "ATOMIC_CMP_AND_SWP",
+        "ATOMIC_FETCH_AND_ADD",
+        "LOCAL_INV",
+        "BIND_MW",
+        "SEND_WITH_INV",
+        "TSO",
+    ];
+    (0..64)
+        .filter(|b| bits & (1 << b) != 0)
+        .map(|b| {
+            NAMES
+                .get(b)
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| format!("OPCODE{b}"))
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+pub fn completion_row(
+    e: &VerbsCompletionEvent,
+    host: &str,
+    utc: impl Fn(u64) -> i64,
+) -> VerbsCompletionRow {
+    VerbsCompletionRow {
+        host: host.into(),
+        ts: utc(e.header.ts_ns),
+        pid: e.tgid,
+        qp_num: e.qp_num,
+        wr_id: e.wr_id,
+        status: wc_status(e.status),
+        opcode: wc_opcode(e.opcode),
+        byte_len: e.byte_len,
+        latency_ns: (e.latency_ns > 0).then_some(e.latency_ns),
+    }
+}
+
+pub fn traffic_row(key: &QpKey, t: &QpTraffic, host: &str) -> QpTrafficRow {
+    let measured = t.latency_count > 0;
+    QpTrafficRow {
+        host: host.into(),
+        pid: key.tgid,
+        qp_num: key.qp_num,
+        post_calls: t.post_calls,
+        wrs_posted: t.wrs_posted,
+        bytes_posted: t.bytes_posted,
+        completions: t.completions,
+        completion_errors: t.completion_errors,
+        bytes_completed: t.bytes_completed,
+        latency_count: t.latency_count,
+        latency_mean_ns: measured.then(|| t.latency_sum_ns as f64 / t.latency_count as f64),
+        latency_min_ns: measured.then_some(t.latency_min_ns),
+        latency_max_ns: measured.then_some(t.latency_max_ns),
+        opcodes: wr_opcodes(t.opcodes),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +358,58 @@ mod tests {
             (10, Some(10), Some(10), 2)
         );
         assert!(t.remaining().is_empty());
+    }
+
+    #[test]
+    fn data_path_rows() {
+        let t = QpTraffic {
+            post_calls: 2,
+            wrs_posted: 3,
+            bytes_posted: 3000,
+            completions: 3,
+            completion_errors: 1,
+            latency_count: 2,
+            latency_sum_ns: 300,
+            latency_min_ns: 100,
+            latency_max_ns: 200,
+            opcodes: 1 << 2 | 1,
+            ..Default::default()
+        };
+        let r = traffic_row(
+            &QpKey {
+                tgid: 9,
+                qp_num: 0x44,
+            },
+            &t,
+            "h",
+        );
+        assert_eq!(
+            (r.latency_mean_ns, r.latency_min_ns, r.opcodes.as_str()),
+            (Some(150.0), Some(100), "RDMA_WRITE,SEND")
+        );
+        let none = traffic_row(
+            &QpKey::default(),
+            &QpTraffic {
+                latency_min_ns: u64::MAX,
+                ..Default::default()
+            },
+            "h",
+        );
+        assert_eq!((none.latency_mean_ns, none.latency_min_ns), (None, None));
+        let c = completion_row(
+            &VerbsCompletionEvent {
+                status: 12,
+                opcode: 128,
+                latency_ns: 0,
+                ..Default::default()
+            },
+            "h",
+            |m| m as i64,
+        );
+        assert_eq!(
+            (c.status.as_str(), c.opcode.as_str(), c.latency_ns),
+            ("RETRY_EXC_ERR", "RECV", None)
+        );
     }
 
     #[test]

@@ -4,6 +4,10 @@
 #include <infiniband/verbs.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+int mlx5_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
+int mlx5_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
 
 int main(void) {
     struct ibv_device dev;
@@ -43,9 +47,25 @@ int main(void) {
     attr.qp_state = IBV_QPS_RTS;
     ibv_modify_qp(qp, &attr, IBV_QP_STATE);
 
+    /* Data path: three chained requests in one post, then one poll a millisecond later. */
+    struct ibv_sge sges[4] = {
+        {.addr = (uintptr_t)buf, .length = 2048}, {.addr = (uintptr_t)buf + 2048, .length = 2048},
+        {.addr = (uintptr_t)buf, .length = 8192}, {.addr = (uintptr_t)buf, .length = 100},
+    };
+    struct ibv_send_wr wrs[3];
+    memset(wrs, 0, sizeof(wrs));
+    wrs[0] = (struct ibv_send_wr){.wr_id = 1, .next = &wrs[1], .sg_list = &sges[0], .num_sge = 2, .opcode = IBV_WR_SEND};
+    wrs[1] = (struct ibv_send_wr){.wr_id = 2, .next = &wrs[2], .sg_list = &sges[2], .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE};
+    wrs[2] = (struct ibv_send_wr){.wr_id = 99, .next = NULL, .sg_list = &sges[3], .num_sge = 1, .opcode = IBV_WR_SEND};
+    struct ibv_send_wr *bad_wr = NULL;
+    mlx5_post_send(qp, &wrs[0], &bad_wr);
+    usleep(1000);
+    struct ibv_wc wc[8];
+    int polled = mlx5_poll_cq(cq, 8, wc);
+
     /* A second QP stays alive until the end of the capture. */
     struct ibv_qp *alive = ibv_create_qp(pd, &init);
-    printf("%u %u %d %p\n", qp->qp_num, alive->qp_num, failed == NULL, (void *)mr);
+    printf("%u %u %d %d %p\n", qp->qp_num, alive->qp_num, failed == NULL, polled, (void *)mr);
     ibv_destroy_qp(qp);
     fflush(stdout);
     getchar();

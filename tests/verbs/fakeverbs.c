@@ -64,3 +64,35 @@ int ibv_destroy_qp(struct ibv_qp *qp) {
     free(qp);
     return 0;
 }
+
+/* The provider data path, named as mlx5 names it. Real applications reach these through the
+ * inline ibv_post_send / ibv_poll_cq and the context's ops table. Each posted request completes
+ * at the next poll; wr_id 99 fails with IBV_WC_RETRY_EXC_ERR, like a peer that stopped acking. */
+#define FAKE_CQ_DEPTH 64
+static struct ibv_wc fake_cq[FAKE_CQ_DEPTH];
+static int fake_cq_len;
+
+int mlx5_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr) {
+    for (; wr; wr = wr->next) {
+        if (fake_cq_len == FAKE_CQ_DEPTH) {
+            *bad_wr = wr;
+            return -1;
+        }
+        struct ibv_wc *wc = &fake_cq[fake_cq_len++];
+        memset(wc, 0, sizeof(*wc));
+        wc->wr_id = wr->wr_id;
+        wc->status = wr->wr_id == 99 ? IBV_WC_RETRY_EXC_ERR : IBV_WC_SUCCESS;
+        wc->opcode = wr->opcode == IBV_WR_RDMA_WRITE ? IBV_WC_RDMA_WRITE : IBV_WC_SEND;
+        wc->qp_num = qp->qp_num;
+    }
+    return 0;
+}
+
+int mlx5_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc) {
+    (void)cq;
+    int n = fake_cq_len < num_entries ? fake_cq_len : num_entries;
+    memcpy(wc, fake_cq, (size_t)n * sizeof(*wc));
+    memmove(fake_cq, fake_cq + n, (size_t)(fake_cq_len - n) * sizeof(*wc));
+    fake_cq_len -= n;
+    return n;
+}

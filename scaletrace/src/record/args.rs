@@ -48,6 +48,18 @@ pub struct RecordArgs {
     #[arg(long = "verbs-lib", value_name = "PATH")]
     pub verbs_libs: Vec<PathBuf>,
 
+    /// RDMA provider library (e.g. libmlx5) whose post_send/poll_cq to probe for the data path
+    /// (repeatable). Default: the providers --pid has mapped, else the system's provider
+    /// directory. Needs the functions in the library's symbol table (unstripped or with debug
+    /// symbols installed).
+    #[arg(long = "verbs-provider-lib", value_name = "PATH")]
+    pub verbs_provider_libs: Vec<PathBuf>,
+
+    /// Send one successful RDMA completion in N to the verbs_completions table (failed ones
+    /// always); every completion is still counted per QP in qp_traffic.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    pub verbs_sample_every: u64,
+
     /// Minimum spacing of RTT samples per flow written to the `rtt` table. Every RTT update
     /// still feeds the per-flow aggregates in `flows`.
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
@@ -153,6 +165,44 @@ pub fn find_libraries(
     }
 }
 
+/// Directory where rdma-core installs its provider libraries.
+const PROVIDER_DIR: &str = "/usr/lib/x86_64-linux-gnu/libibverbs";
+
+/// RDMA provider libraries: the explicit ones, else those mapped by `--pid`, else the system's.
+pub fn find_providers(explicit: &[PathBuf], pid: Option<u32>) -> Vec<PathBuf> {
+    if !explicit.is_empty() {
+        return explicit.to_vec();
+    }
+    let is_provider = |p: &std::path::Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("lib") && n.contains("-rdmav") && n.ends_with(".so"))
+    };
+    if let Some(pid) = pid {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        let mut libs: Vec<PathBuf> = maps
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .map(PathBuf::from)
+            .filter(|p| is_provider(p))
+            .collect();
+        libs.sort();
+        libs.dedup();
+        if !libs.is_empty() {
+            return libs;
+        }
+    }
+    let mut libs: Vec<PathBuf> = std::fs::read_dir(PROVIDER_DIR)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| is_provider(p))
+        .collect();
+    libs.sort();
+    libs
+}
+
 impl RecordArgs {
     /// The eBPF configuration for these flags; `netns_cookie` is resolved by the caller.
     pub fn config(&self, netns_cookie: u64) -> Result<Config> {
@@ -181,6 +231,7 @@ impl RecordArgs {
             bail!("--rtt-sample-interval is too large");
         }
         cfg.rtt_sample_interval_ns = interval as u64;
+        cfg.verbs_sample_every = self.verbs_sample_every;
         cfg.retransmit_events_per_sec = self.max_retransmit_rate;
         cfg.retransmit_burst = self.max_retransmit_rate.clamp(1, 10_000);
         Ok(cfg)

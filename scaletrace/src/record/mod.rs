@@ -25,6 +25,16 @@ use crate::{
     probe, tracefs,
 };
 
+/// The kernel maps userspace reads during and after the run (the programs may be gone).
+pub struct KernelMaps {
+    /// Socket cookie -> per-flow aggregate.
+    pub flows: BpfHashMap<MapData, u64, FlowStats>,
+    /// (tgid, QPN) -> RDMA data-path aggregate.
+    pub qp_traffic: BpfHashMap<MapData, QpKey, QpTraffic>,
+    /// Per-CPU event counters (`STAT_*`).
+    pub stats: PerCpuArray<MapData, u64>,
+}
+
 /// Kernel-side counters summed over CPUs, indexed like `STAT_*`.
 pub struct KernelCounters(Vec<u64>);
 
@@ -117,6 +127,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
             probe::attach_uprobes(&mut ebpf, family, &libs, args.pid, &mut hooks);
         }
     }
+    let providers = args::find_providers(&args.verbs_provider_libs, args.pid);
+    probe::attach_verbs_providers(&mut ebpf, &providers, args.pid, &mut hooks);
     for (hook, why) in &hooks.missing {
         log::warn!("{hook} not attached: {why}");
     }
@@ -160,9 +172,11 @@ pub fn run(args: RecordArgs) -> Result<()> {
         }
     };
     let ring = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
-    let mut flows: BpfHashMap<MapData, u64, FlowStats> =
-        take_map(&mut ebpf, "FLOWS")?.try_into()?;
-    let stats: PerCpuArray<MapData, u64> = take_map(&mut ebpf, "STATS")?.try_into()?;
+    let mut maps = KernelMaps {
+        flows: take_map(&mut ebpf, "FLOWS")?.try_into()?,
+        qp_traffic: take_map(&mut ebpf, "QP_TRAFFIC")?.try_into()?,
+        stats: take_map(&mut ebpf, "STATS")?.try_into()?,
+    };
 
     // SAFETY: the RingBuf owns its map fd and keeps it open until it is dropped, which happens
     // only after into_inner() below.
@@ -176,14 +190,13 @@ pub fn run(args: RecordArgs) -> Result<()> {
         &mut ring,
         ebpf_logger.as_mut(),
         &mut sinks,
-        &mut flows,
-        &stats,
+        &mut maps,
     ));
 
     // Detach first so no event is produced after the final drain.
     drop(ebpf);
     let ring = ring.into_inner();
-    let finish = sinks.finish(ring, &mut flows, &stats, &hooks, &clock_start, start_utc);
+    let finish = sinks.finish(ring, &mut maps, &hooks, &clock_start, start_utc);
     let gpu_finish = gpus.map(|g| g.finish());
     let finish = match (finish, gpu_finish) {
         (Ok(summary), Some(Ok(gpu))) => Ok(format!("{summary}; {gpu}")),
@@ -228,8 +241,7 @@ async fn event_loop(
     ring: &mut AsyncFd<RingBuf<aya::maps::MapData>>,
     mut ebpf_log: Option<&mut EbpfLog>,
     sinks: &mut Sinks,
-    flows: &mut BpfHashMap<MapData, u64, FlowStats>,
-    stats: &PerCpuArray<MapData, u64>,
+    maps: &mut KernelMaps,
 ) -> Result<&'static str> {
     let deadline = async {
         match args.duration {
@@ -260,9 +272,9 @@ async fn event_loop(
             _ = nic_tick.tick() => sinks.sample_nics()?,
             _ = tick.tick() => {
                 let now = now_ns(libc::CLOCK_MONOTONIC) as u64;
-                sinks.sweep_unsent_flows(flows, now)?;
-                let counters = KernelCounters::read(stats)?;
-                status.update(started.elapsed(), sinks, flows.keys().count(), &counters);
+                sinks.sweep_unsent_flows(&mut maps.flows, now)?;
+                let counters = KernelCounters::read(&maps.stats)?;
+                status.update(started.elapsed(), sinks, maps.flows.keys().count(), &counters);
             }
             _ = signals.sigint.recv() => break "SIGINT",
             _ = signals.sigterm.recv() => break "SIGTERM",

@@ -3,10 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
-use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
+use aya::maps::{HashMap as BpfHashMap, MapData, RingBuf};
 use scaletrace_common::*;
 
-use super::KernelCounters;
+use super::{KernelCounters, KernelMaps};
 use crate::{
     assemble::Assembler,
     clock::{now_ns, ClockOffset},
@@ -32,6 +32,7 @@ pub struct Sinks {
     nccl: TableWriter<NcclCallRow>,
     verbs: TableWriter<VerbsCallRow>,
     qps: TableWriter<QpRow>,
+    completions: TableWriter<VerbsCompletionRow>,
     qp_tracker: crate::verbs::QpTracker,
     clock: ClockOffset,
     nic_sampler: Option<NicSampler>,
@@ -88,6 +89,7 @@ impl Sinks {
             nccl: TableWriter::create(out, run_id, &metadata)?,
             verbs: TableWriter::create(out, run_id, &metadata)?,
             qps: TableWriter::create(out, run_id, &metadata)?,
+            completions: TableWriter::create(out, run_id, &metadata)?,
             qp_tracker: Default::default(),
             clock: *clock,
             nic_sampler: nic_sysfs.map(|root| NicSampler::new(root, &node.hostname)),
@@ -134,6 +136,7 @@ impl Sinks {
             self.nccl.path(),
             self.verbs.path(),
             self.qps.path(),
+            self.completions.path(),
         ] {
             let _ = std::fs::remove_file(p.with_extension("parquet.partial"));
         }
@@ -167,6 +170,13 @@ impl Sinks {
                     self.qps.push(qp)?;
                 }
                 self.verbs.push(row)
+            }
+            Event::VerbsCompletion(e) => {
+                let clock = self.clock;
+                self.completions
+                    .push(crate::verbs::completion_row(&e, &self.node.hostname, |m| {
+                        clock.to_utc_ns(m)
+                    }))
             }
             Event::NcclCall(e) => {
                 let clock = self.clock;
@@ -215,8 +225,7 @@ impl Sinks {
     pub fn finish(
         mut self,
         mut ring: RingBuf<MapData>,
-        flows: &mut BpfHashMap<MapData, u64, FlowStats>,
-        stats: &PerCpuArray<MapData, u64>,
+        maps: &mut KernelMaps,
         hooks: &Hooks,
         clock_start: &ClockOffset,
         start_utc: i64,
@@ -231,7 +240,8 @@ impl Sinks {
         // A last reading, so the counters cover the whole run.
         note(self.sample_nics());
         let end_mono = now_ns(libc::CLOCK_MONOTONIC) as u64;
-        let remaining: Vec<FlowStats> = flows
+        let remaining: Vec<FlowStats> = maps
+            .flows
             .iter()
             .filter_map(|r| r.ok())
             .map(|(_, s)| s)
@@ -240,7 +250,7 @@ impl Sinks {
             let row = self.assembler.flow(s, end_mono);
             note(self.flows.push(row));
         }
-        let counters = KernelCounters::read(stats)?;
+        let counters = KernelCounters::read(&maps.stats)?;
         let clock_end = ClockOffset::measure();
         let drift = (clock_end.offset_ns - clock_start.offset_ns).abs();
         let capture = CaptureRow {
@@ -319,6 +329,21 @@ impl Sinks {
         }
         close!(self.verbs);
         close!(self.qps);
+        close!(self.completions);
+        // Per-QP data-path totals live in the kernel map until now.
+        match TableWriter::<QpTrafficRow>::create(&self.out, &self.run_id, &self.metadata) {
+            Ok(mut w) => {
+                for (key, traffic) in maps.qp_traffic.iter().filter_map(|r| r.ok()) {
+                    note(w.push(crate::verbs::traffic_row(
+                        &key,
+                        &traffic,
+                        &self.node.hostname,
+                    )));
+                }
+                note(w.close().map(|_| ()));
+            }
+            Err(e) => note(Err(e)),
+        }
         match capture_writer {
             Ok(w) => note(w.close().map(|_| ())),
             Err(e) => note(Err(e)),
