@@ -27,6 +27,13 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         pytest_args: Vec<String>,
     },
+    /// Measure overhead, event rates and drops against a same-run baseline and bpftrace/bcc
+    /// (needs root; about 5 minutes); writes docs/performance.md and docs/performance.json.
+    Bench {
+        /// Extra arguments for bench/bench.py (e.g. --seconds 20 --repeat 5).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        bench_args: Vec<String>,
+    },
     /// Set up, build, and run scaletrace (default: `record --duration 30s --out ./traces`).
     Run {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -76,6 +83,16 @@ fn main() -> Result<()> {
                 .env("SCALETRACE_BIN", &bin)
                 .args(["-m", "pytest", "-v", "tests"])
                 .args(pytest_args))
+        }
+        Task::Bench { bench_args } => {
+            setup::setup()?;
+            setup::bench_tools()?;
+            let bin = build_release()?;
+            run(Command::new("python3")
+                .current_dir(workspace_root())
+                .env("SCALETRACE_BIN", &bin)
+                .arg("bench/bench.py")
+                .args(bench_args))
         }
         Task::Run { args } => {
             setup::setup()?;

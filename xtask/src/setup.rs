@@ -29,9 +29,21 @@ fn succeeds(cmd: &mut Command) -> bool {
         .unwrap_or(false)
 }
 
+/// The workload and the tools compared against in `cargo xtask bench`.
+const BENCH_PACKAGES: [&str; 4] = ["iperf3", "bpftrace", "bpfcc-tools", "bpftool"];
+
+pub fn bench_tools() -> Result<()> {
+    apt_install(&BENCH_PACKAGES)
+}
+
 fn apt_packages() -> Result<()> {
-    let missing: Vec<&str> = APT_PACKAGES
-        .into_iter()
+    apt_install(&APT_PACKAGES)
+}
+
+fn apt_install(packages: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = packages
+        .iter()
+        .copied()
         .filter(|p| !succeeds(Command::new("dpkg").args(["-s", p])))
         .collect();
     // pip may come with a non-Debian python3 (pyenv); do not install Debian's then.
