@@ -87,7 +87,9 @@ class Tracer:
         self.proc, self.rec, self.output = None, None, None
         os.makedirs(workdir, exist_ok=True)
         if kind == "scaletrace":
-            self.rec = Recorder(workdir, "--netns", net.a, "--no-gpu", "--nic-interval", "0s", "--quiet", *extra)
+            # The recorder's defaults, except that GPU and NIC sampling have nothing to find here.
+            self.rec = Recorder(workdir, "--netns", net.a, "--no-gpu", "--nic-interval", "0s", "--quiet", *extra,
+                                rtt_interval="10ms")
             self.proc = self.rec.proc
         elif kind == "bpftrace":
             script = ("tracepoint:tcp:tcp_retransmit_skb { printf(\"R %d %d\\n\", args->sport, args->dport); } "

@@ -230,6 +230,16 @@ async fn ebpf_log_ready<'a>(
     }
 }
 
+/// The next tick of an optional timer; never, without one.
+async fn next_tick(timer: &mut Option<tokio::time::Interval>) {
+    match timer {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
 struct Signals {
     sigint: tokio::signal::unix::Signal,
     sigterm: tokio::signal::unix::Signal,
@@ -251,9 +261,9 @@ async fn event_loop(
     };
     tokio::pin!(deadline);
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-    // With sampling disabled the interval still needs a period; its ticks then do nothing.
+    // No NIC sampling means no timer at all, not a fast one that does nothing.
     let mut nic_tick =
-        tokio::time::interval(args.nic_interval.max(std::time::Duration::from_millis(1)));
+        (!args.nic_interval.is_zero()).then(|| tokio::time::interval(args.nic_interval));
     let started = Instant::now();
     let mut status = StatusLine::new(args.quiet);
 
@@ -269,7 +279,7 @@ async fn event_loop(
                 guard.get_inner_mut().flush();
                 guard.clear_ready();
             }
-            _ = nic_tick.tick() => sinks.sample_nics()?,
+            _ = next_tick(&mut nic_tick) => sinks.sample_nics()?,
             _ = tick.tick() => {
                 let now = now_ns(libc::CLOCK_MONOTONIC) as u64;
                 sinks.sweep_unsent_flows(&mut maps.flows, now)?;
