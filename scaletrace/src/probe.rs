@@ -218,6 +218,14 @@ pub const VERBS: UprobeFamily = UprobeFamily {
     program: str::to_string,
 };
 
+/// Probes fire for one process (`--pid`) or for all.
+fn uprobe_scope(pid: Option<u32>) -> UProbeScope {
+    match pid.and_then(std::num::NonZeroU32::new) {
+        Some(pid) => UProbeScope::OneProcess(pid),
+        None => UProbeScope::AllProcesses,
+    }
+}
+
 /// Attaches a family's probes to each library; each function that fails is reported on its own.
 /// Symbols are resolved to the default version (see elf_symbols), then attached by offset.
 pub fn attach_uprobes(
@@ -227,10 +235,7 @@ pub fn attach_uprobes(
     pid: Option<u32>,
     hooks: &mut Hooks,
 ) {
-    let scope = match pid.and_then(std::num::NonZeroU32::new) {
-        Some(pid) => UProbeScope::OneProcess(pid),
-        None => UProbeScope::AllProcesses,
-    };
+    let scope = uprobe_scope(pid);
     for lib in libs {
         if !lib.exists() {
             hooks.missing.push((
@@ -244,19 +249,9 @@ pub fn attach_uprobes(
             let enter = (family.program)(symbol);
             let exit = format!("{enter}_ret");
             let result = crate::elf_symbols::function_offset(lib, symbol).and_then(|offset| {
-                [enter, exit].iter().try_for_each(|name| -> Result<()> {
-                    let prog: &mut UProbe = ebpf
-                        .program_mut(name)
-                        .with_context(|| format!("program {name} missing from the object"))?
-                        .try_into()?;
-                    if prog.fd().is_err() {
-                        prog.load()
-                            .with_context(|| format!("the verifier rejected {name}"))?;
-                    }
-                    prog.attach(UProbeAttachLocation::AbsoluteOffset(offset), lib, scope)
-                        .with_context(|| format!("attaching to {symbol}"))?;
-                    Ok(())
-                })
+                attach_uprobe_at(ebpf, &enter, offset, lib, scope)
+                    .and_then(|_| attach_uprobe_at(ebpf, &exit, offset, lib, scope))
+                    .with_context(|| format!("attaching to {symbol}"))
             });
             match result {
                 Ok(()) => attached += 1,
@@ -304,10 +299,7 @@ pub fn attach_verbs_providers(
     pid: Option<u32>,
     hooks: &mut Hooks,
 ) {
-    let scope = match pid.and_then(std::num::NonZeroU32::new) {
-        Some(pid) => UProbeScope::OneProcess(pid),
-        None => UProbeScope::AllProcesses,
-    };
+    let scope = uprobe_scope(pid);
     let mut found = false;
     for lib in libs {
         for prefix in scaletrace_common::VERBS_PROVIDER_PREFIXES {
