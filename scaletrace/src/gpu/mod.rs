@@ -286,6 +286,9 @@ mod tests {
 
     struct FakeGpus {
         calls: Cell<u32>,
+        /// Raise this flag once this many metric reads happened: ends a recording loop
+        /// after a known number of samples, whatever the machine's speed.
+        stop_after: Option<(u32, Arc<AtomicBool>)>,
     }
 
     impl GpuSource for FakeGpus {
@@ -302,6 +305,11 @@ mod tests {
         }
         fn metrics(&self, index: u32) -> GpuMetrics {
             self.calls.set(self.calls.get() + 1);
+            if let Some((n, flag)) = &self.stop_after {
+                if self.calls.get() >= *n {
+                    flag.store(true, Ordering::Relaxed);
+                }
+            }
             GpuMetrics {
                 sm_util_pct: Some(90 + index),
                 pcie_tx_kib_per_s: Some(2),
@@ -334,6 +342,7 @@ mod tests {
         let mut s = Sampler::new(
             FakeGpus {
                 calls: Cell::new(0),
+                stop_after: None,
             },
             "n1",
         )
@@ -370,9 +379,12 @@ mod tests {
     #[test]
     fn writes_device_sample_and_process_tables_until_stopped() {
         let dir = tempfile::tempdir().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        // Three sampling rounds of two GPUs, then the fake raises the stop flag.
         let mut s = Sampler::new(
             FakeGpus {
                 calls: Cell::new(0),
+                stop_after: Some((6, stop.clone())),
             },
             "n1",
         )
@@ -382,17 +394,10 @@ mod tests {
             run_id: "r1".into(),
             host: "n1".into(),
             metadata: vec![],
-            interval: Duration::from_millis(10),
+            interval: Duration::from_millis(1),
             sysfs: dir.path().join("no-sysfs"),
         };
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let t = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(100));
-            flag.store(true, Ordering::Relaxed);
-        });
         let summary = record_gpus(&mut s, &o, &stop).unwrap();
-        t.join().unwrap();
         assert!(summary.contains("of 2 GPU(s)"), "{summary}");
         for table in ["gpu_devices", "gpu_samples", "gpu_processes"] {
             assert!(
@@ -404,6 +409,6 @@ mod tests {
         assert_eq!(devices[0].num_rows(), 2);
         let samples = crate::parquet_read::read_table(dir.path(), "gpu_samples").unwrap();
         let n: usize = samples.iter().map(|b| b.num_rows()).sum();
-        assert!(n >= 4 && n.is_multiple_of(2), "{n}");
+        assert_eq!(n, 6);
     }
 }
