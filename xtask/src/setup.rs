@@ -65,17 +65,21 @@ fn apt_install(packages: &[&str]) -> Result<()> {
         .args(&missing))
 }
 
-fn nightly_rust_src() -> Result<()> {
-    let has_nightly = Command::new("rustup")
-        .args(["toolchain", "list"])
+/// Whether a `rustup` listing has a line starting with `prefix`.
+fn rustup_lists(args: &[&str], prefix: &str) -> bool {
+    Command::new("rustup")
+        .args(args)
         .output()
         .map(|o| {
             String::from_utf8_lossy(&o.stdout)
                 .lines()
-                .any(|l| l.starts_with("nightly"))
+                .any(|l| l.starts_with(prefix))
         })
-        .unwrap_or(false);
-    if !has_nightly {
+        .unwrap_or(false)
+}
+
+fn nightly_rust_src() -> Result<()> {
+    if !rustup_lists(&["toolchain", "list"], "nightly") {
         eprintln!("setup: installing the nightly toolchain");
         run(Command::new("rustup").args([
             "toolchain",
@@ -85,16 +89,10 @@ fn nightly_rust_src() -> Result<()> {
             "minimal",
         ]))?;
     }
-    let has_src = Command::new("rustup")
-        .args(["component", "list", "--installed", "--toolchain", "nightly"])
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .any(|l| l.starts_with("rust-src"))
-        })
-        .unwrap_or(false);
-    if !has_src {
+    if !rustup_lists(
+        &["component", "list", "--installed", "--toolchain", "nightly"],
+        "rust-src",
+    ) {
         eprintln!("setup: adding rust-src to nightly");
         run(Command::new("rustup").args([
             "component",
