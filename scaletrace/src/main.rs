@@ -1,4 +1,5 @@
 //! scaletrace: makes the network fabric of distributed GPU training visible.
+mod analyze;
 mod assemble;
 mod clock;
 mod columns;
@@ -7,6 +8,7 @@ mod elf_symbols;
 mod environment;
 mod gpu;
 mod import;
+mod interfaces;
 mod kineto;
 mod merge;
 mod nccl;
@@ -49,6 +51,10 @@ enum Command {
     Import(import::ImportArgs),
     /// Join GPU and network tables into per-window rows (the windows table).
     Merge(merge::MergeArgs),
+    /// Find the causes of poor scaling in recorded tables (ranked summary + HTML report).
+    Analyze(analyze::AnalyzeArgs),
+    /// Print the analysis as a DuckDB script (table views, thresholds, diagnosis views).
+    Sql(analyze::SqlArgs),
     /// Print the documentation of every table (the text of docs/schema.md).
     Schema,
 }
@@ -70,6 +76,8 @@ fn main() -> ExitCode {
         Command::Record(args) => record::run(args),
         Command::Import(args) => import::run(args),
         Command::Merge(args) => merge::run(args),
+        Command::Analyze(args) => analyze::run(args),
+        Command::Sql(args) => analyze::sql(args),
         Command::Schema => {
             print!("{}", schema_doc::render());
             Ok(())

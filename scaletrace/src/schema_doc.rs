@@ -1,5 +1,5 @@
 //! docs/schema.md, generated from the table definitions.
-use crate::{columns::markdown, tables::*};
+use crate::tables::catalog;
 
 const PREAMBLE: &str = "# scaletrace Parquet schema
 
@@ -59,22 +59,9 @@ IPv4. Ports are integers. Every table carries `host`, so tables of many nodes ca
 
 pub fn render() -> String {
     let mut out = String::from(PREAMBLE);
-    out.push_str(&markdown::<FlowRow>());
-    out.push_str(&markdown::<RttRow>());
-    out.push_str(&markdown::<RetransmitRow>());
-    out.push_str(&markdown::<StateChangeRow>());
-    out.push_str(&markdown::<CaptureRow>());
-    out.push_str(&markdown::<NicCounterRow>());
-    out.push_str(&markdown::<NcclCallRow>());
-    out.push_str(&markdown::<VerbsCallRow>());
-    out.push_str(&markdown::<QpRow>());
-    out.push_str(&markdown::<QpTrafficRow>());
-    out.push_str(&markdown::<VerbsCompletionRow>());
-    out.push_str(&markdown::<GpuDeviceRow>());
-    out.push_str(&markdown::<GpuSampleRow>());
-    out.push_str(&markdown::<GpuProcessRow>());
-    out.push_str(&markdown::<GpuEventRow>());
-    out.push_str(&markdown::<WindowRow>());
+    for table in catalog() {
+        out.push_str(&(table.markdown)());
+    }
     out
 }
 

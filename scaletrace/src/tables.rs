@@ -865,3 +865,80 @@ impl Table for QpTrafficRow {
         ]
     }
 }
+
+/// One address of one network interface of the node, once per run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InterfaceRow {
+    pub host: String,
+    pub run_id: String,
+    pub name: String,
+    pub family: String,
+    pub addr: String,
+    pub prefix_len: u32,
+    pub numa_node: Option<i64>,
+    pub pci_bus_id: Option<String>,
+    pub speed_mbps: Option<u32>,
+    pub mtu: Option<u32>,
+}
+
+impl Table for InterfaceRow {
+    const NAME: &'static str = "interfaces";
+    const DESCRIPTION: &'static str =
+        "The node's network interfaces and their addresses (in the recorder's network \
+        namespace), once per run: joins a flow's `local_addr` to the NIC that carried it.";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            str_col("run_id", "Run of `scaletrace record`.", |r| &r.run_id),
+            str_col("name", "Interface name, e.g. `eth0`, `ib0`.", |r| &r.name),
+            str_col("family", "`ipv4` or `ipv6`.", |r| &r.family),
+            str_col("addr", "Address, text form as in `flows.local_addr`.", |r| &r.addr),
+            u32_col("prefix_len", "bits", "Network prefix length.", |r| r.prefix_len),
+            opt_i64_col("numa_node", "", "NUMA node of the interface's PCI device (sysfs); null for virtual interfaces.", |r| r.numa_node),
+            opt_str_col("pci_bus_id", "PCI address of the device, e.g. `0000:17:00.0`; null for virtual interfaces.", |r| r.pci_bus_id.as_deref()),
+            opt_u32_col("speed_mbps", "Mbit/s", "Link speed (sysfs `speed`); null when unknown.", |r| r.speed_mbps),
+            opt_u32_col("mtu", "bytes", "MTU.", |r| r.mtu),
+        ]
+    }
+}
+
+/// A table as readers see it: name, columns with their SQL types, and its documentation.
+pub struct TableInfo {
+    pub name: &'static str,
+    pub columns: Vec<(&'static str, &'static str)>,
+    pub markdown: fn() -> String,
+}
+
+fn info<T: Table>() -> TableInfo {
+    TableInfo {
+        name: T::NAME,
+        columns: T::columns()
+            .iter()
+            .map(|c| (c.name, crate::columns::sql_type(&c.data_type)))
+            .collect(),
+        markdown: crate::columns::markdown::<T>,
+    }
+}
+
+/// Every table scaletrace writes, in documentation order.
+pub fn catalog() -> Vec<TableInfo> {
+    vec![
+        info::<FlowRow>(),
+        info::<RttRow>(),
+        info::<RetransmitRow>(),
+        info::<StateChangeRow>(),
+        info::<CaptureRow>(),
+        info::<NicCounterRow>(),
+        info::<InterfaceRow>(),
+        info::<NcclCallRow>(),
+        info::<VerbsCallRow>(),
+        info::<QpRow>(),
+        info::<QpTrafficRow>(),
+        info::<VerbsCompletionRow>(),
+        info::<GpuDeviceRow>(),
+        info::<GpuSampleRow>(),
+        info::<GpuProcessRow>(),
+        info::<GpuEventRow>(),
+        info::<WindowRow>(),
+    ]
+}

@@ -8,8 +8,8 @@ use crate::run;
 /// Debian packages: LLVM 22 for bpf-linker (it must match nightly rustc's LLVM), network tools
 /// for the namespace tests (ip, tc, iptables, sysctl; taskset and setpriv are in util-linux),
 /// libibverbs (library and headers: the verbs uprobe tests), a C compiler, and pip for the
-/// Python test tools.
-const APT_PACKAGES: [&str; 8] = [
+/// Python test tools; headless Chromium renders the `analyze` HTML report in its test.
+const APT_PACKAGES: [&str; 9] = [
     "llvm-22-dev",
     "libibverbs-dev",
     "gcc",
@@ -18,6 +18,7 @@ const APT_PACKAGES: [&str; 8] = [
     "procps",
     "util-linux",
     "python3-pip",
+    "chromium",
 ];
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 
@@ -127,11 +128,21 @@ fn bpf_linker() -> Result<()> {
 }
 
 /// DuckDB reads the Parquet in tests; the NCCL wheel ships a real libnccl.so for the uprobe
-/// tests (about 350 MB, no GPU needed).
-const PYTHON_PACKAGES: [&str; 3] = ["duckdb", "pytest", "nvidia-nccl-cu12"];
+/// tests (about 350 MB, no GPU needed); moto is the S3 server of the export tests; Pillow
+/// checks the report screenshots.
+const PYTHON_PACKAGES: [&str; 5] = [
+    "duckdb",
+    "pytest",
+    "nvidia-nccl-cu12",
+    "moto[server]",
+    "pillow",
+];
 
 fn python_test_tools() -> Result<()> {
-    if succeeds(Command::new("python3").args(["-c", "import duckdb, pytest, nvidia.nccl"])) {
+    if succeeds(Command::new("python3").args([
+        "-c",
+        "import duckdb, pytest, nvidia.nccl, moto.server, boto3, PIL",
+    ])) {
         return Ok(());
     }
     eprintln!("setup: installing {} from PyPI", PYTHON_PACKAGES.join(", "));
@@ -152,10 +163,57 @@ fn python_test_tools() -> Result<()> {
     }
 }
 
+/// `scaletrace analyze` runs its SQL in DuckDB, loaded at run time (so `record` on the nodes
+/// does not depend on it). Compiling DuckDB from source takes hours on a small machine; the
+/// official prebuilt library is published on npm inside DuckDB's Node bindings.
+const DUCKDB_TARBALL: &str =
+    "https://registry.npmjs.org/@duckdb/node-bindings-linux-x64/-/node-bindings-linux-x64-1.5.6-r.1.tgz";
+/// npm's integrity string for that tarball (base64 SHA-512).
+const DUCKDB_INTEGRITY: &str =
+    "sha512-IXcrZJE6kEqM0Z4wwdVnGBHX/frOS33VPNAwDXQ/Q+Fs84b058Qe94chrCCIcNJlG8Y3UHIUU4eBeCQxW5mN1Q==";
+const DUCKDB_LIB: &str = "/usr/local/lib/libduckdb.so";
+
+fn duckdb_library() -> Result<()> {
+    if std::path::Path::new(DUCKDB_LIB).exists() {
+        return Ok(());
+    }
+    eprintln!("setup: installing DuckDB 1.5.6 ({DUCKDB_LIB}) for `scaletrace analyze`");
+    let dir = tempfile_dir()?;
+    let script = format!(
+        r#"
+import base64, hashlib, io, shutil, sys, tarfile, urllib.request
+data = urllib.request.urlopen("{DUCKDB_TARBALL}", timeout=300).read()
+got = "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()
+if got != "{DUCKDB_INTEGRITY}":
+    sys.exit("DuckDB tarball integrity mismatch: " + got)
+with tarfile.open(fileobj=io.BytesIO(data)) as t:
+    src = t.extractfile("package/libduckdb.so")
+    with open("{dir}/libduckdb.so", "wb") as out:
+        shutil.copyfileobj(src, out)
+"#
+    );
+    run(Command::new("python3").args(["-c", &script]))?;
+    run(Command::new("install").args([
+        "-m",
+        "0755",
+        &format!("{dir}/libduckdb.so"),
+        DUCKDB_LIB,
+    ]))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    run(&mut Command::new("ldconfig"))
+}
+
+fn tempfile_dir() -> Result<String> {
+    let dir = std::env::temp_dir().join(format!("scaletrace-setup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir.display().to_string())
+}
+
 pub fn setup() -> Result<()> {
     apt_packages()?;
     nightly_rust_src()?;
     bpf_linker()?;
     python_test_tools()?;
+    duckdb_library()?;
     Ok(())
 }

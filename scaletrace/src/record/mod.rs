@@ -100,7 +100,15 @@ pub fn run(args: RecordArgs) -> Result<()> {
 
     // Create the output first: a bad --out must fail before anything is attached.
     let nic_sysfs = (!args.nic_interval.is_zero()).then_some(args.sysfs_root.as_path());
-    let mut sinks = Sinks::create(&args.out, &run_id, &node, &clock_start, nic_sysfs)?;
+    let interfaces = crate::interfaces::list(&node.hostname, &run_id, &args.sysfs_root);
+    let mut sinks = Sinks::create(
+        &args.out,
+        &run_id,
+        &node,
+        &clock_start,
+        nic_sysfs,
+        interfaces,
+    )?;
 
     let probe::Capture {
         mut ebpf,

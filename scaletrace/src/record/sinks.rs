@@ -36,6 +36,7 @@ pub struct Sinks {
     qp_tracker: crate::verbs::QpTracker,
     clock: ClockOffset,
     nic_sampler: Option<NicSampler>,
+    interfaces: Vec<InterfaceRow>,
     pub events: u64,
     pub decode_errors: u64,
 }
@@ -47,6 +48,7 @@ impl Sinks {
         node: &NodeIdentity,
         clock: &ClockOffset,
         nic_sysfs: Option<&Path>,
+        interfaces: Vec<InterfaceRow>,
     ) -> Result<Self> {
         std::fs::create_dir_all(out)
             .with_context(|| format!("--out {}: cannot create it", out.display()))?;
@@ -93,6 +95,7 @@ impl Sinks {
             qp_tracker: Default::default(),
             clock: *clock,
             nic_sampler: nic_sysfs.map(|root| NicSampler::new(root, &node.hostname)),
+            interfaces,
             metadata,
             events: 0,
             decode_errors: 0,
@@ -339,6 +342,15 @@ impl Sinks {
                         &traffic,
                         &self.node.hostname,
                     )));
+                }
+                note(w.close().map(|_| ()));
+            }
+            Err(e) => note(Err(e)),
+        }
+        match TableWriter::<InterfaceRow>::create(&self.out, &self.run_id, &self.metadata) {
+            Ok(mut w) => {
+                for row in std::mem::take(&mut self.interfaces) {
+                    note(w.push(row));
                 }
                 note(w.close().map(|_| ()));
             }

@@ -1,0 +1,100 @@
+//! The thresholds of the diagnoses, as one DuckDB view (`st_params`) the queries join, so a
+//! notebook can change them with one `CREATE OR REPLACE VIEW`.
+use anyhow::{bail, Result};
+
+/// (name, default, meaning)
+const DEFAULTS: [(&str, f64, &str); 17] = [
+    ("degraded_rtt_inflation", 2.0, "a flow window is degraded when its median RTT is this many times the flow's base RTT"),
+    ("collapse_throughput_ratio", 0.5, "... or when its throughput falls below this share of the flow's median"),
+    ("min_retransmits", 20.0, "retransmit hot spots need at least this many retransmits"),
+    ("min_retrans_ratio", 0.0001, "... and this share of data segments (or a throughput collapse with them)"),
+    ("burst_min_retransmits", 20.0, "a loss burst is a window with at least this many retransmits on a host"),
+    ("burst_peak_ratio", 10.0, "... and this many times the host's mean window (+1)"),
+    ("min_rtt_samples", 20.0, "flows with fewer RTT samples are not judged on latency"),
+    ("tail_outlier_ratio", 3.0, "a flow's RTT p99 this many times the fleet median p99 is an outlier"),
+    ("min_together_windows", 3.0, "flows sharing a NIC or peer must degrade together in this many windows"),
+    ("min_spread_us", 100.0, "collective steps whose arrival spread is below this (µs) are in sync"),
+    ("min_spread_fraction", 0.1, "... or below this share of the median step"),
+    ("min_straggler_steps", 3.0, "a straggler arrives last (and late) in at least this many steps"),
+    ("min_straggler_share", 0.25, "... and in this share of all steps (at least 2/ranks)"),
+    ("sync_wait_fraction", 0.3, "a collective amplifies when its fastest rank waits this share of each step"),
+    ("idle_collective_fraction", 0.5, "a GPU window is waiting on collectives when they fill this share of it"),
+    ("idle_compute_fraction", 0.25, "... and other kernels fill at most this share"),
+    ("min_idle_windows", 2.0, "ranks waiting on collectives in fewer windows are not reported"),
+];
+
+#[derive(Debug, Clone)]
+pub struct Params {
+    pub window_us: i64,
+    values: Vec<(&'static str, f64)>,
+}
+
+impl Params {
+    /// Defaults, the window, and `name=value` overrides.
+    pub fn new(window: std::time::Duration, overrides: &[String]) -> Result<Self> {
+        let window_us = window.as_micros() as i64;
+        if window_us < 1000 {
+            bail!("--window must be at least 1ms");
+        }
+        let mut values: Vec<(&'static str, f64)> =
+            DEFAULTS.iter().map(|(n, v, _)| (*n, *v)).collect();
+        for o in overrides {
+            let Some((name, value)) = o.split_once('=') else {
+                bail!("--set {o}: expected NAME=VALUE");
+            };
+            let Ok(value) = value.trim().parse::<f64>() else {
+                bail!("--set {o}: {value} is not a number");
+            };
+            match values.iter_mut().find(|(n, _)| *n == name.trim()) {
+                Some(slot) => slot.1 = value,
+                None => bail!(
+                    "--set {o}: unknown threshold; known: {}",
+                    DEFAULTS.map(|d| d.0).join(", ")
+                ),
+            }
+        }
+        Ok(Params { window_us, values })
+    }
+
+    pub fn sql(&self) -> String {
+        let mut out = String::from("-- Thresholds (scaletrace analyze --set NAME=VALUE)\n");
+        out.push_str(&format!(
+            "CREATE OR REPLACE VIEW st_params AS SELECT\n    {}::BIGINT AS window_us,\n",
+            self.window_us
+        ));
+        let last = self.values.len() - 1;
+        for (i, ((name, value), (_, _, doc))) in self.values.iter().zip(DEFAULTS.iter()).enumerate() {
+            let end = if i == last { ";" } else { "," };
+            out.push_str(&format!("    {value:?}::DOUBLE AS {name}{end} -- {doc}\n"));
+        }
+        out
+    }
+
+    /// Help text listing every threshold.
+    pub fn help() -> String {
+        DEFAULTS
+            .iter()
+            .map(|(n, v, d)| format!("  {n} = {v}: {d}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn overrides_and_errors() {
+        let p = Params::new(Duration::from_millis(500), &["min_retransmits=5".into()]).unwrap();
+        let sql = p.sql();
+        assert!(sql.contains("500000::BIGINT AS window_us"));
+        assert!(sql.contains("5.0::DOUBLE AS min_retransmits"));
+        assert!(sql.contains("2.0::DOUBLE AS degraded_rtt_inflation"));
+        let e = Params::new(Duration::from_secs(1), &["nope=1".into()]).unwrap_err();
+        assert!(e.to_string().contains("unknown threshold"), "{e}");
+        assert!(Params::new(Duration::from_secs(1), &["min_retransmits=x".into()]).is_err());
+        assert!(Params::new(Duration::from_micros(10), &[]).is_err());
+    }
+}

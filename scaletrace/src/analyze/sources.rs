@@ -1,0 +1,242 @@
+//! Finds the scaletrace tables under the paths given to `analyze`/`sql` and turns them into
+//! DuckDB views: a glob per table and root, so the printed script keeps working as new files
+//! arrive, and an empty view of the right shape for a table no node wrote.
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context as _, Result};
+
+use crate::tables::{catalog, TableInfo};
+
+/// The files found for each table, and the glob patterns that match them.
+#[derive(Debug, Default)]
+pub struct Sources {
+    /// table -> patterns (globs or single files), in a stable order
+    pub patterns: BTreeMap<&'static str, BTreeSet<String>>,
+    /// table -> number of files
+    pub files: BTreeMap<&'static str, usize>,
+}
+
+impl Sources {
+    pub fn has(&self, table: &str) -> bool {
+        self.files.get(table).is_some_and(|n| *n > 0)
+    }
+    pub fn total_files(&self) -> usize {
+        self.files.values().sum()
+    }
+}
+
+/// The table a Parquet file belongs to: the `table=NAME` component of a Hive-partitioned path,
+/// or the name of the directory holding it (`record`'s `OUT/<table>/<run>.parquet`).
+pub fn table_of<'a>(file: &Path, tables: &'a [TableInfo]) -> Option<&'a TableInfo> {
+    let known = |name: &str| tables.iter().find(|t| t.name == name);
+    for component in file.parent()?.components().rev() {
+        let c = component.as_os_str().to_string_lossy();
+        if let Some(name) = c.strip_prefix("table=") {
+            return known(name);
+        }
+    }
+    known(&file.parent()?.file_name()?.to_string_lossy())
+}
+
+fn is_glob(s: &str) -> bool {
+    s.contains(['*', '?', '['])
+}
+
+fn is_parquet(p: &Path) -> bool {
+    p.extension().is_some_and(|e| e == "parquet")
+}
+
+/// Where each table's files are under `paths` (directories, Parquet files or glob patterns).
+pub fn discover(paths: &[String]) -> Result<Sources> {
+    let tables = catalog();
+    let mut sources = Sources::default();
+    for arg in paths {
+        if is_glob(arg) {
+            let matches = glob::glob(arg).with_context(|| format!("bad glob pattern {arg}"))?;
+            let mut any = false;
+            for m in matches.filter_map(|m| m.ok()) {
+                any = true;
+                add_path(&m, &tables, &mut sources)?;
+            }
+            if !any {
+                bail!("{arg}: the pattern matches nothing");
+            }
+        } else {
+            let path = PathBuf::from(arg);
+            if !path.exists() {
+                bail!("{arg}: no such file or directory");
+            }
+            add_path(&path, &tables, &mut sources)?;
+        }
+    }
+    if sources.total_files() == 0 {
+        bail!(
+            "no scaletrace tables under {} (expected e.g. DIR/flows/*.parquet from `scaletrace record --out DIR`)",
+            paths.join(", ")
+        );
+    }
+    Ok(sources)
+}
+
+fn add_path(path: &Path, tables: &[TableInfo], sources: &mut Sources) -> Result<()> {
+    if path.is_file() {
+        if let Some(t) = table_of(path, tables).filter(|_| is_parquet(path)) {
+            sources
+                .patterns
+                .entry(t.name)
+                .or_default()
+                .insert(path.display().to_string());
+            *sources.files.entry(t.name).or_default() += 1;
+        }
+        return Ok(());
+    }
+    let root = path.display().to_string();
+    let root = root.trim_end_matches('/');
+    for entry in walkdir::WalkDir::new(path).follow_links(true) {
+        let entry = entry.with_context(|| format!("listing {}", path.display()))?;
+        let file = entry.path();
+        if !entry.file_type().is_file() || !is_parquet(file) {
+            continue;
+        }
+        let Some(t) = table_of(file, tables) else {
+            continue;
+        };
+        let pattern = pattern_for(root, file.strip_prefix(path).unwrap_or(file), t.name);
+        sources.patterns.entry(t.name).or_default().insert(pattern);
+        *sources.files.entry(t.name).or_default() += 1;
+    }
+    Ok(())
+}
+
+/// A glob under `root` matching `rel` (a file below it) and its siblings of the same table,
+/// whether `root` is a fleet tree, one node's output, or a table directory itself.
+fn pattern_for(root: &str, rel: &Path, table: &str) -> String {
+    let hive = format!("table={table}");
+    let dirs: Vec<String> = rel
+        .parent()
+        .map(|p| {
+            p.components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    if dirs.contains(&hive) {
+        format!("{root}/**/{hive}/**/*.parquet")
+    } else if root.contains(&hive) {
+        format!("{root}/**/*.parquet")
+    } else if dirs.last().is_some_and(|d| d == table) {
+        format!("{root}/**/{table}/*.parquet")
+    } else {
+        format!("{root}/*.parquet")
+    }
+}
+
+/// SQL string literal.
+pub fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// One `CREATE VIEW` per table: over its files when there are any, else empty with the
+/// table's columns, so every analysis query runs and simply finds nothing.
+pub fn views_sql(sources: &Sources) -> String {
+    let mut out = String::new();
+    for table in catalog() {
+        match sources.patterns.get(table.name) {
+            Some(patterns) if sources.has(table.name) => {
+                let list: Vec<String> = patterns.iter().map(|p| quote(p)).collect();
+                out.push_str(&format!(
+                    "CREATE OR REPLACE VIEW {} AS SELECT * FROM read_parquet([{}], union_by_name = true, hive_partitioning = false);\n",
+                    table.name,
+                    list.join(", ")
+                ));
+            }
+            _ => {
+                let columns: Vec<String> = table
+                    .columns
+                    .iter()
+                    .map(|(name, ty)| format!("NULL::{ty} AS \"{name}\""))
+                    .collect();
+                out.push_str(&format!(
+                    "CREATE OR REPLACE VIEW {} AS SELECT {} WHERE false; -- no files\n",
+                    table.name,
+                    columns.join(", ")
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_from_record_and_hive_layouts() {
+        let tables = catalog();
+        let name = |p: &str| table_of(Path::new(p), &tables).map(|t| t.name);
+        assert_eq!(name("/t/node1/flows/node1-x.parquet"), Some("flows"));
+        assert_eq!(
+            name("/b/table=rtt/date=2026-12-02/hour=22/host=n1/part-1.parquet"),
+            Some("rtt")
+        );
+        assert_eq!(name("/t/notes/x.parquet"), None);
+        assert_eq!(name("/t/table=bogus/flows/x.parquet"), None);
+    }
+
+    #[test]
+    fn discovers_globs_per_root_and_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for p in [
+            "n1/flows/a.parquet",
+            "n2/flows/b.parquet",
+            "n2/flows/c.parquet.partial",
+            "spool/table=rtt/date=2026-12-02/hour=01/host=n3/part-0.parquet",
+            "n1/README.txt",
+        ] {
+            let f = root.join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, b"").unwrap();
+        }
+        let r = root.display().to_string();
+        let s = discover(std::slice::from_ref(&r)).unwrap();
+        assert_eq!(s.files["flows"], 2);
+        assert_eq!(s.files["rtt"], 1);
+        assert_eq!(
+            s.patterns["flows"].iter().collect::<Vec<_>>(),
+            [&format!("{r}/**/flows/*.parquet")]
+        );
+        assert_eq!(
+            s.patterns["rtt"].iter().collect::<Vec<_>>(),
+            [&format!("{r}/**/table=rtt/**/*.parquet")]
+        );
+        let sql = views_sql(&s);
+        assert!(sql.contains("CREATE OR REPLACE VIEW flows AS SELECT * FROM read_parquet(["));
+        assert!(sql.contains("CREATE OR REPLACE VIEW gpu_events AS SELECT NULL::"));
+    }
+
+    #[test]
+    fn patterns_for_every_starting_point() {
+        let p = |root, rel: &str| pattern_for(root, Path::new(rel), "flows");
+        assert_eq!(p("/t", "n1/flows/a.parquet"), "/t/**/flows/*.parquet");
+        assert_eq!(p("/t/n1/flows", "a.parquet"), "/t/n1/flows/*.parquet");
+        assert_eq!(
+            p("/b", "table=flows/date=x/host=h/p.parquet"),
+            "/b/**/table=flows/**/*.parquet"
+        );
+        assert_eq!(p("/b/table=flows", "date=x/p.parquet"), "/b/table=flows/**/*.parquet");
+    }
+
+    #[test]
+    fn nothing_to_analyze_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = discover(&[dir.path().display().to_string()]).unwrap_err();
+        assert!(err.to_string().contains("no scaletrace tables"), "{err}");
+        let err = discover(&["/nonexistent/x".into()]).unwrap_err();
+        assert!(err.to_string().contains("no such file"), "{err}");
+    }
+}
