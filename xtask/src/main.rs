@@ -34,7 +34,8 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         bench_args: Vec<String>,
     },
-    /// Set up, build, and run scaletrace (default: `record --duration 30s --out ./traces`).
+    /// Set up, build, and run scaletrace (default: `record --duration 30s --out ./traces`, then
+    /// `analyze ./traces --report ./traces/report.html`).
     Run {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -97,14 +98,23 @@ fn main() -> Result<()> {
         Task::Run { args } => {
             setup::setup()?;
             let bin = build_release()?;
-            let args = if args.is_empty() {
-                ["record", "--duration", "30s", "--out", "./traces"]
-                    .map(String::from)
-                    .to_vec()
-            } else {
-                args
-            };
-            run(Command::new(bin).current_dir(workspace_root()).args(args))
+            if !args.is_empty() {
+                return run(Command::new(bin).current_dir(workspace_root()).args(args));
+            }
+            // The default job: record this host, then analyze what was recorded.
+            run(Command::new(&bin).current_dir(workspace_root()).args([
+                "record",
+                "--duration",
+                "30s",
+                "--out",
+                "./traces",
+            ]))?;
+            run(Command::new(bin).current_dir(workspace_root()).args([
+                "analyze",
+                "./traces",
+                "--report",
+                "./traces/report.html",
+            ]))
         }
     }
 }

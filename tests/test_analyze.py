@@ -1,0 +1,187 @@
+"""`scaletrace analyze` and `scaletrace sql`: planted problems ranked first, a clean fleet with no
+finding, the printed SQL agreeing in a second DuckDB, the HTML report rendered by headless
+Chromium, and a real recorded loss hot spot found in real Parquet."""
+import json
+import os
+import shutil
+import subprocess
+
+import duckdb
+import pytest
+from PIL import Image
+
+import scenarios
+from netlab import NetPair, Recorder, transfer
+
+BIN = os.environ.get("SCALETRACE_BIN", os.path.join(os.path.dirname(__file__), "..", "target", "release", "scaletrace"))
+MB = 1 << 20
+
+
+def analyze(*args, check=True):
+    proc = subprocess.run([BIN, "analyze", *args], capture_output=True, text=True, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def findings(tmp_path, problems):
+    traces = scenarios.generate(str(tmp_path / "fleet"), problems)
+    out = tmp_path / "findings.json"
+    proc = analyze(traces, "--json", str(out), "--report", str(tmp_path / "report.html"))
+    return json.loads(out.read_text()), proc.stderr
+
+
+def first(found, category, scope):
+    of = [f for f in found if f["category"] == category and f["scope"] == scope]
+    assert of, f"no {category}/{scope} finding in {[(f['category'], f['subject']) for f in found]}"
+    assert of[0]["rank_in_scope"] == 1
+    return of[0]
+
+
+def test_clean_fleet_has_no_finding(tmp_path):
+    found, stderr = findings(tmp_path, [])
+    assert found == [], found
+    assert stderr.count("nothing found") == 8, stderr
+    # the two stray retransmits were read, just below every threshold
+    assert "2 retransmits" in stderr.splitlines()[0]
+
+
+def test_congested_peer_ranks_first(tmp_path):
+    found, _ = findings(tmp_path, ["congested_peer"])
+    assert first(found, "contention", "peer")["subject"] == scenarios.ip(scenarios.CONGESTED)
+    outlier = first(found, "latency", "tail_outlier")
+    assert outlier["subject"].split(" -> ")[1].startswith(scenarios.ip(scenarios.CONGESTED) + ":")
+    # every tail outlier is a flow to the congested peer
+    assert all(f"-> {scenarios.ip(scenarios.CONGESTED)}:" in f["subject"]
+               for f in found if f["scope"] == "tail_outlier")
+    # GPUs idle on collectives: first the ranks whose host saw the congested flows
+    idle = first(found, "gpu_idle", "rank")
+    assert idle["host"] in ("node1", "node3") and "10.0.0.3" in idle["summary"]
+    assert not [f for f in found if f["category"] in ("retransmits", "loss_burst", "straggler", "locality")]
+
+
+def test_straggler_rank_ranks_first(tmp_path):
+    found, _ = findings(tmp_path, ["straggler"])
+    s = first(found, "straggler", "rank")
+    assert s["rank"] == scenarios.STRAGGLER and s["host"] == "node2"
+    assert len([f for f in found if f["category"] == "straggler"]) == 1
+    assert first(found, "sync_amplification", "collective")["subject"] == "AllReduce (gpu_kernel)"
+    assert not [f for f in found if f["category"] in ("retransmits", "contention", "latency", "locality")]
+
+
+def test_wrong_numa_gpu_ranks_first(tmp_path):
+    found, _ = findings(tmp_path, ["wrong_numa"])
+    loc = [f for f in found if f["category"] == "locality"]
+    assert len(loc) == 1 and loc[0]["rank"] == 2 * scenarios.WRONG_NUMA_NODE + 1
+    assert "SYS" in loc[0]["summary"] and loc[0]["score"] > 1.3
+
+
+def test_loss_burst_ranks_first(tmp_path):
+    found, _ = findings(tmp_path, ["loss_burst"])
+    lossy_peer = scenarios.ip(scenarios.LOSSY_DST)
+    assert first(found, "retransmits", "peer")["subject"] == lossy_peer
+    assert first(found, "retransmits", "interface")["subject"] == f"node{scenarios.LOSSY_SRC}/eth0"
+    assert f"-> {lossy_peer}:" in first(found, "retransmits", "flow")["subject"]
+    burst = first(found, "loss_burst", "window")
+    assert burst["host"] == f"node{scenarios.LOSSY_SRC}" and "00:00:15" in burst["subject"]
+    assert len([f for f in found if f["category"] == "loss_burst"]) == 1
+
+
+def test_all_problems_at_once_each_ranks_first(tmp_path):
+    found, _ = findings(tmp_path, ["congested_peer", "straggler", "wrong_numa", "loss_burst"])
+    assert first(found, "contention", "peer")["subject"] == scenarios.ip(scenarios.CONGESTED)
+    assert first(found, "straggler", "rank")["rank"] == scenarios.STRAGGLER
+    assert first(found, "locality", "rank")["rank"] == 2 * scenarios.WRONG_NUMA_NODE + 1
+    assert first(found, "retransmits", "peer")["subject"] == scenarios.ip(scenarios.LOSSY_DST)
+    assert first(found, "loss_burst", "window")["host"] == f"node{scenarios.LOSSY_SRC}"
+
+
+def test_printed_sql_runs_in_another_duckdb_with_the_same_findings(tmp_path):
+    """The script of `scaletrace sql` is what a notebook pastes: run it in the Python DuckDB (a
+    different version from the library analyze loads) and compare the findings."""
+    found, _ = findings(tmp_path, ["straggler", "loss_burst"])
+    script = subprocess.run([BIN, "sql", str(tmp_path / "fleet")], capture_output=True, text=True, check=True).stdout
+    assert "CREATE OR REPLACE VIEW findings" in script
+    con = duckdb.connect()
+    con.execute(script)
+    rows = con.execute("SELECT category, scope, rank_in_scope, subject, score FROM findings").fetchall()
+    assert [(f["category"], f["scope"], f["rank_in_scope"], f["subject"]) for f in found] == [r[:4] for r in rows]
+    for f, r in zip(found, rows):
+        assert r[4] == pytest.approx(f["score"], rel=1e-6)
+
+
+def test_report_renders_in_headless_chromium(tmp_path):
+    findings(tmp_path, ["congested_peer", "straggler", "wrong_numa", "loss_burst"])
+    report = tmp_path / "report.html"
+    html = report.read_text()
+    assert "<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert html.count("<svg") == 6
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "chromium missing: run `cargo xtask setup`"
+    shot = tmp_path / "report.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--screenshot={shot}", "--window-size=1200,6000", report.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    img = Image.open(shot).convert("RGB")
+    # Each chart is drawn: line colours and heatmap reds appear in the rendered page.
+    colours = img.getcolors(maxcolors=1 << 20)
+    count = {c: n for n, c in colours}
+    saturated = sum(n for c, n in count.items() if max(c) - min(c) > 80)
+    assert saturated > 20000, saturated
+    for line_colour in [(0x1f, 0x77, 0xb4), (0xd6, 0x27, 0x28)]:
+        assert any(abs(c[0] - line_colour[0]) + abs(c[1] - line_colour[1]) + abs(c[2] - line_colour[2]) < 30
+                   and n > 50 for c, n in count.items()), line_colour
+    assert count.get((255, 0, 0), 0) > 100  # the straggler's heatmap cells at full scale
+
+
+def test_missing_tables_are_reported_not_fatal(tmp_path):
+    traces = scenarios.generate(str(tmp_path / "fleet"), ["loss_burst"])
+    for node in os.listdir(traces):
+        for table in ("gpu_events", "gpu_devices"):
+            shutil.rmtree(os.path.join(traces, node, table))
+    proc = analyze(traces, "--no-report")
+    assert "not analyzed: straggler (no gpu_events or nccl_calls table)" in proc.stderr
+    assert "not analyzed: locality (no gpu_events, no gpu_devices table)" in proc.stderr
+    assert "Loss bursts: 1 finding(s)" in proc.stderr
+
+
+def test_bad_input_is_one_line_and_nonzero(tmp_path):
+    for args, expected in [
+        ([str(tmp_path / "nope")], "no such file or directory"),
+        ([str(tmp_path)], "no scaletrace tables"),
+        ([str(tmp_path / "*.parquet")], "matches nothing"),
+    ]:
+        proc = analyze(*args, check=False)
+        assert proc.returncode != 0 and expected in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    fleet = scenarios.generate(str(tmp_path / "fleet"), [])
+    proc = analyze(fleet, "--set", "min_retransmit=3", check=False)
+    assert proc.returncode != 0 and "unknown threshold" in proc.stderr
+    bad = tmp_path / "fleet" / "node0" / "flows" / "broken.parquet"
+    bad.write_bytes(b"not parquet at all")
+    proc = analyze(fleet, "--no-report", check=False)
+    assert proc.returncode != 0 and "broken.parquet" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_recorded_loss_hot_spot_is_found(tmp_path):
+    """Real capture: two peers, one behind 3 % random loss; analyze names the lossy peer."""
+    clean, lossy = NetPair(), NetPair()
+    try:
+        clean.no_spurious_retransmits()
+        lossy.drop_incoming(5302, 0.03)
+        rec = Recorder(tmp_path / "traces", "--port", "5301-5302", rtt_interval="10ms")
+        transfer(clean, 5301, 16 * MB)
+        transfer(lossy, 5302, 16 * MB)
+        assert rec.stop() == 0, rec.stderr
+    finally:
+        clean.close()
+        lossy.close()
+    out = tmp_path / "findings.json"
+    proc = analyze(str(tmp_path / "traces"), "--json", str(out), "--report", str(tmp_path / "r.html"))
+    found = json.loads(out.read_text())
+    peer = first(found, "retransmits", "peer")
+    assert peer["subject"] == lossy.b_ip, proc.stderr
+    assert not any(clean.b_ip in f["subject"] for f in found if f["category"] == "retransmits"), proc.stderr
+    # the interfaces table was recorded and joined (the namespaces' addresses are not in it)
+    assert os.listdir(tmp_path / "traces" / "interfaces")
