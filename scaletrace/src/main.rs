@@ -10,6 +10,7 @@ mod gpu;
 mod import;
 mod interfaces;
 mod kineto;
+mod layout;
 mod merge;
 mod nccl;
 mod nic;

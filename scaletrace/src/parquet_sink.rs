@@ -34,11 +34,21 @@ pub struct TableWriter<T: Table> {
 impl<T: Table> TableWriter<T> {
     /// Creates `<dir>/<table>/<file_stem>.parquet` (via a `.partial` file).
     pub fn create(dir: &Path, file_stem: &str, metadata: &[(String, String)]) -> Result<Self> {
-        let table_dir = dir.join(T::NAME);
+        Self::create_at(
+            dir.join(T::NAME).join(format!("{file_stem}.parquet")),
+            metadata,
+        )
+    }
+
+    /// Creates `final_path` (via `<final_path>.partial`, in the same directory).
+    pub fn create_at(final_path: PathBuf, metadata: &[(String, String)]) -> Result<Self> {
+        let table_dir = final_path
+            .parent()
+            .context("a table file needs a directory")?
+            .to_path_buf();
         std::fs::create_dir_all(&table_dir)
             .with_context(|| format!("creating {}", table_dir.display()))?;
-        let final_path = table_dir.join(format!("{file_stem}.parquet"));
-        let partial_path = table_dir.join(format!("{file_stem}.parquet.partial"));
+        let partial_path = final_path.with_extension("parquet.partial");
         let file = File::create(&partial_path)
             .with_context(|| format!("creating {}", partial_path.display()))?;
         let props = WriterProperties::builder()
@@ -79,6 +89,20 @@ impl<T: Table> TableWriter<T> {
         &self.final_path
     }
 
+    /// Bytes written so far plus those buffered in the open row group (an estimate of the
+    /// file's size, for size-based rotation).
+    pub fn bytes(&self) -> u64 {
+        self.writer
+            .as_ref()
+            .map_or(0, |w| (w.bytes_written() + w.in_progress_size()) as u64)
+    }
+
+    /// Removes the `.partial` file of a writer that is not going to be closed.
+    pub fn abandon(self) {
+        drop(self.writer);
+        let _ = std::fs::remove_file(&self.partial_path);
+    }
+
     fn write_pending(&mut self) -> Result<()> {
         if self.pending.is_empty() {
             return Ok(());
@@ -111,6 +135,12 @@ impl<T: Table> TableWriter<T> {
             .with_context(|| format!("syncing {}", self.partial_path.display()))?;
         std::fs::rename(&self.partial_path, &self.final_path)
             .with_context(|| format!("renaming {} into place", self.partial_path.display()))?;
+        // The rename itself must survive a crash too: sync the directory entry.
+        if let Some(dir) = self.final_path.parent() {
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
         Ok(self.final_path.clone())
     }
 }

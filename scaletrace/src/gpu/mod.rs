@@ -17,6 +17,7 @@ use anyhow::{Context as _, Result};
 
 use crate::{
     clock::now_ns,
+    columns::Table as _,
     parquet_sink::TableWriter,
     tables::{GpuDeviceRow, GpuProcessRow, GpuSampleRow},
 };
@@ -185,7 +186,7 @@ pub struct GpuRecorder {
 
 /// Where and how the GPU tables of a run are written.
 pub struct GpuOutput {
-    pub out: PathBuf,
+    pub layout: crate::layout::Layout,
     pub run_id: String,
     pub host: String,
     pub metadata: Vec<(String, String)>,
@@ -250,13 +251,13 @@ pub fn record_gpus<S: GpuSource>(
     o: &GpuOutput,
     stop: &AtomicBool,
 ) -> Result<String> {
-    let mut devices = TableWriter::<GpuDeviceRow>::create(&o.out, &o.run_id, &o.metadata)?;
+    let mut devices = TableWriter::<GpuDeviceRow>::create_at(o.layout.path(GpuDeviceRow::NAME), &o.metadata)?;
     for row in sampler.device_rows(&o.run_id, &o.sysfs) {
         devices.push(row)?;
     }
     devices.close().context("writing gpu_devices")?;
-    let mut samples = TableWriter::<GpuSampleRow>::create(&o.out, &o.run_id, &o.metadata)?;
-    let mut processes = TableWriter::<GpuProcessRow>::create(&o.out, &o.run_id, &o.metadata)?;
+    let mut samples = TableWriter::<GpuSampleRow>::create_at(o.layout.path(GpuSampleRow::NAME), &o.metadata)?;
+    let mut processes = TableWriter::<GpuProcessRow>::create_at(o.layout.path(GpuProcessRow::NAME), &o.metadata)?;
     let mut result = Ok(());
     while !stop.load(Ordering::Relaxed) {
         let (s, p) = sampler.sample(now_ns(libc::CLOCK_REALTIME));
@@ -390,7 +391,10 @@ mod tests {
         )
         .unwrap();
         let o = GpuOutput {
-            out: dir.path().into(),
+            layout: crate::layout::Layout::PerRun {
+                out: dir.path().into(),
+                run_id: "r1".into(),
+            },
             run_id: "r1".into(),
             host: "n1".into(),
             metadata: vec![],

@@ -21,6 +21,7 @@ use status::StatusLine;
 use crate::{
     clock::{now_ns, ClockOffset},
     environment,
+    layout::Layout,
     node::NodeIdentity,
     probe, tracefs,
 };
@@ -36,9 +37,23 @@ pub struct KernelMaps {
 }
 
 /// Kernel-side counters summed over CPUs, indexed like `STAT_*`.
+#[derive(Debug, Clone)]
 pub struct KernelCounters(Vec<u64>);
 
 impl KernelCounters {
+    pub fn zero() -> Self {
+        KernelCounters(vec![0; STAT_SLOTS as usize])
+    }
+    /// Counts since `base` (an earlier reading).
+    pub fn since(&self, base: &KernelCounters) -> KernelCounters {
+        KernelCounters(
+            self.0
+                .iter()
+                .zip(&base.0)
+                .map(|(now, then)| now.saturating_sub(*then))
+                .collect(),
+        )
+    }
     fn read(map: &PerCpuArray<MapData, u64>) -> Result<Self> {
         let mut sums = vec![0u64; STAT_SLOTS as usize];
         for (slot, sum) in sums.iter_mut().enumerate() {
@@ -101,11 +116,15 @@ pub fn run(args: RecordArgs) -> Result<()> {
     // Create the output first: a bad --out must fail before anything is attached.
     let nic_sysfs = (!args.nic_interval.is_zero()).then_some(args.sysfs_root.as_path());
     let interfaces = crate::interfaces::list(&node.hostname, &run_id, &args.sysfs_root);
+    let layout = Layout::PerRun {
+        out: args.out.clone(),
+        run_id: run_id.clone(),
+    };
     let mut sinks = Sinks::create(
-        &args.out,
-        &run_id,
+        layout.clone(),
         &node,
         &clock_start,
+        start_utc,
         nic_sysfs,
         interfaces,
     )?;
@@ -151,7 +170,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         None
     } else {
         let output = crate::gpu::GpuOutput {
-            out: args.out.clone(),
+            layout: layout.clone(),
             run_id: run_id.clone(),
             host: node.hostname.clone(),
             metadata: sinks.metadata().to_vec(),
@@ -204,7 +223,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     // Detach first so no event is produced after the final drain.
     drop(ebpf);
     let ring = ring.into_inner();
-    let finish = sinks.finish(ring, &mut maps, &hooks, &clock_start, start_utc);
+    let finish = sinks.finish(ring, &mut maps, &hooks, &clock_start);
     let gpu_finish = gpus.map(|g| g.finish());
     let finish = match (finish, gpu_finish) {
         (Ok(summary), Some(Ok(gpu))) => Ok(format!("{summary}; {gpu}")),

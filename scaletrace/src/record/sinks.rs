@@ -1,6 +1,7 @@
-//! The tables of one run: decode events, assemble rows, write them, and at the end recover
-//! every flow left in the kernel table and write the `capture` summary row.
-use std::path::{Path, PathBuf};
+//! The tables of a recording: decode events, assemble rows, write them; at every rotation
+//! (agent) and at the end, write the interval's `capture` and `interfaces` rows and close the
+//! files; at the end also recover every flow left in the kernel table.
+use std::path::Path;
 
 use anyhow::{Context as _, Result};
 use aya::maps::{HashMap as BpfHashMap, MapData, RingBuf};
@@ -10,7 +11,9 @@ use super::{KernelCounters, KernelMaps};
 use crate::{
     assemble::Assembler,
     clock::{now_ns, ClockOffset},
+    columns::Table,
     decode::{decode, Event},
+    layout::Layout,
     nic::NicSampler,
     node::NodeIdentity,
     parquet_sink::TableWriter,
@@ -18,12 +21,10 @@ use crate::{
     tables::*,
 };
 
-pub struct Sinks {
-    assembler: Assembler,
-    node: NodeIdentity,
-    run_id: String,
-    out: PathBuf,
-    metadata: Vec<(String, String)>,
+const CLOSED: &str = "the run's files are already closed";
+
+/// The files of one interval (the whole run for `record`).
+struct Writers {
     flows: TableWriter<FlowRow>,
     rtt: TableWriter<RttRow>,
     retransmits: TableWriter<RetransmitRow>,
@@ -33,31 +34,104 @@ pub struct Sinks {
     verbs: TableWriter<VerbsCallRow>,
     qps: TableWriter<QpRow>,
     completions: TableWriter<VerbsCompletionRow>,
+}
+
+impl Writers {
+    fn create(layout: &Layout, metadata: &[(String, String)]) -> Result<Self> {
+        fn w<T: Table>(layout: &Layout, md: &[(String, String)]) -> Result<TableWriter<T>> {
+            TableWriter::create_at(layout.path(T::NAME), md)
+        }
+        Ok(Writers {
+            flows: w(layout, metadata)?,
+            rtt: w(layout, metadata)?,
+            retransmits: w(layout, metadata)?,
+            states: w(layout, metadata)?,
+            nic: w(layout, metadata)?,
+            nccl: w(layout, metadata)?,
+            verbs: w(layout, metadata)?,
+            qps: w(layout, metadata)?,
+            completions: w(layout, metadata)?,
+        })
+    }
+
+    /// Estimated bytes of all open files.
+    fn bytes(&self) -> u64 {
+        self.flows.bytes()
+            + self.rtt.bytes()
+            + self.retransmits.bytes()
+            + self.states.bytes()
+            + self.nic.bytes()
+            + self.nccl.bytes()
+            + self.verbs.bytes()
+            + self.qps.bytes()
+            + self.completions.bytes()
+    }
+
+    fn abandon(self) {
+        self.flows.abandon();
+        self.rtt.abandon();
+        self.retransmits.abandon();
+        self.states.abandon();
+        self.nic.abandon();
+        self.nccl.abandon();
+        self.verbs.abandon();
+        self.qps.abandon();
+        self.completions.abandon();
+    }
+}
+
+/// Rows of the main tables in closed intervals, for the status line and the summary.
+#[derive(Default, Clone, Copy)]
+struct Totals {
+    flows: u64,
+    rtt: u64,
+    retransmits: u64,
+    states: u64,
+}
+
+pub struct Sinks {
+    assembler: Assembler,
+    node: NodeIdentity,
+    run_id: String,
+    layout: Layout,
+    metadata: Vec<(String, String)>,
+    /// The open interval's files; None only inside `finish`.
+    writers: Option<Writers>,
     qp_tracker: crate::verbs::QpTracker,
     clock: ClockOffset,
     nic_sampler: Option<NicSampler>,
     interfaces: Vec<InterfaceRow>,
+    interval_start_utc: i64,
+    counters_at_interval_start: KernelCounters,
+    decode_errors_at_interval_start: u64,
+    closed: Totals,
+    /// Files completed so far (every table, every interval).
+    pub files_closed: u64,
     pub events: u64,
     pub decode_errors: u64,
 }
 
 impl Sinks {
     pub fn create(
-        out: &Path,
-        run_id: &str,
+        layout: Layout,
         node: &NodeIdentity,
         clock: &ClockOffset,
+        start_utc: i64,
         nic_sysfs: Option<&Path>,
         interfaces: Vec<InterfaceRow>,
     ) -> Result<Self> {
-        std::fs::create_dir_all(out)
-            .with_context(|| format!("--out {}: cannot create it", out.display()))?;
+        let (root, run_id) = match &layout {
+            Layout::PerRun { out, run_id } => (out.clone(), run_id.clone()),
+            Layout::Hive { root, run_id, .. } => (root.clone(), run_id.clone()),
+        };
+        std::fs::create_dir_all(&root)
+            .with_context(|| format!("--out {}: cannot create it", root.display()))?;
         let metadata = vec![
             (
                 "scaletrace.version".into(),
                 env!("CARGO_PKG_VERSION").into(),
             ),
-            ("scaletrace.run_id".into(), run_id.into()),
+            ("scaletrace.run_id".into(), run_id.clone()),
             ("scaletrace.host".into(), node.hostname.clone()),
             ("scaletrace.boot_id".into(), node.boot_id.clone()),
             ("scaletrace.kernel".into(), node.kernel.clone()),
@@ -81,21 +155,18 @@ impl Sinks {
         Ok(Sinks {
             assembler: Assembler::new(node.hostname.clone(), *clock),
             node: node.clone(),
-            run_id: run_id.into(),
-            out: out.into(),
-            flows: TableWriter::create(out, run_id, &metadata)?,
-            rtt: TableWriter::create(out, run_id, &metadata)?,
-            retransmits: TableWriter::create(out, run_id, &metadata)?,
-            states: TableWriter::create(out, run_id, &metadata)?,
-            nic: TableWriter::create(out, run_id, &metadata)?,
-            nccl: TableWriter::create(out, run_id, &metadata)?,
-            verbs: TableWriter::create(out, run_id, &metadata)?,
-            qps: TableWriter::create(out, run_id, &metadata)?,
-            completions: TableWriter::create(out, run_id, &metadata)?,
+            run_id,
+            writers: Some(Writers::create(&layout, &metadata)?),
+            layout,
             qp_tracker: Default::default(),
             clock: *clock,
             nic_sampler: nic_sysfs.map(|root| NicSampler::new(root, &node.hostname)),
             interfaces,
+            interval_start_utc: start_utc,
+            counters_at_interval_start: KernelCounters::zero(),
+            decode_errors_at_interval_start: 0,
+            closed: Totals::default(),
+            files_closed: 0,
             metadata,
             events: 0,
             decode_errors: 0,
@@ -108,13 +179,23 @@ impl Sinks {
     }
 
     pub fn flows_written(&self) -> u64 {
-        self.flows.rows()
+        self.closed.flows + self.writers.as_ref().map_or(0, |w| w.flows.rows())
     }
     pub fn rtt_written(&self) -> u64 {
-        self.rtt.rows()
+        self.closed.rtt + self.writers.as_ref().map_or(0, |w| w.rtt.rows())
     }
     pub fn retransmits_written(&self) -> u64 {
-        self.retransmits.rows()
+        self.closed.retransmits + self.writers.as_ref().map_or(0, |w| w.retransmits.rows())
+    }
+
+    /// Estimated bytes of the open interval's files.
+    pub fn open_bytes(&self) -> u64 {
+        self.writers.as_ref().map_or(0, Writers::bytes)
+    }
+
+    /// Start of the open interval (UTC ns).
+    pub fn interval_start(&self) -> i64 {
+        self.interval_start_utc
     }
 
     /// Reads the NIC counters once (if enabled).
@@ -123,25 +204,15 @@ impl Sinks {
             return Ok(());
         };
         for row in sampler.sample(now_ns(libc::CLOCK_REALTIME)) {
-            self.nic.push(row)?;
+            self.writers.as_mut().context(CLOSED)?.nic.push(row)?;
         }
         Ok(())
     }
 
     /// Removes the files of a run that never started.
     pub fn abandon(self) {
-        for p in [
-            self.flows.path(),
-            self.rtt.path(),
-            self.retransmits.path(),
-            self.states.path(),
-            self.nic.path(),
-            self.nccl.path(),
-            self.verbs.path(),
-            self.qps.path(),
-            self.completions.path(),
-        ] {
-            let _ = std::fs::remove_file(p.with_extension("parquet.partial"));
+        if let Some(w) = self.writers {
+            w.abandon();
         }
     }
 
@@ -158,35 +229,31 @@ impl Sinks {
         match event {
             Event::FlowEnd(e) => {
                 let row = self.assembler.flow(&e.stats, e.header.ts_ns);
-                self.flows.push(row)
+                self.writers.as_mut().context(CLOSED)?.flows.push(row)
             }
-            Event::RttSample(e) => self.rtt.push(self.assembler.rtt(&e)),
-            Event::Retransmit(e) => self.retransmits.push(self.assembler.retransmit(&e)),
+            Event::RttSample(e) => self.writers.as_mut().context(CLOSED)?.rtt.push(self.assembler.rtt(&e)),
+            Event::Retransmit(e) => self.writers.as_mut().context(CLOSED)?.retransmits.push(self.assembler.retransmit(&e)),
             Event::StateChange(e) => {
                 let row = self.assembler.state_change(&e);
-                self.states.push(row)
+                self.writers.as_mut().context(CLOSED)?.states.push(row)
             }
             Event::VerbsCall(e) => {
                 let clock = self.clock;
                 let row = crate::verbs::call_row(&e, &self.node.hostname, |m| clock.to_utc_ns(m));
                 if let Some(qp) = self.qp_tracker.observe(&row) {
-                    self.qps.push(qp)?;
+                    self.writers.as_mut().context(CLOSED)?.qps.push(qp)?;
                 }
-                self.verbs.push(row)
+                self.writers.as_mut().context(CLOSED)?.verbs.push(row)
             }
             Event::VerbsCompletion(e) => {
                 let clock = self.clock;
-                self.completions
-                    .push(crate::verbs::completion_row(&e, &self.node.hostname, |m| {
-                        clock.to_utc_ns(m)
-                    }))
+                let row = crate::verbs::completion_row(&e, &self.node.hostname, |m| clock.to_utc_ns(m));
+                self.writers.as_mut().context(CLOSED)?.completions.push(row)
             }
             Event::NcclCall(e) => {
                 let clock = self.clock;
-                self.nccl
-                    .push(crate::nccl::call_row(&e, &self.node.hostname, |m| {
-                        clock.to_utc_ns(m)
-                    }))
+                let row = crate::nccl::call_row(&e, &self.node.hostname, |m| clock.to_utc_ns(m));
+                self.writers.as_mut().context(CLOSED)?.nccl.push(row)
             }
         }
     }
@@ -217,21 +284,164 @@ impl Sinks {
             .collect();
         for (cookie, s) in unsent {
             let row = self.assembler.flow(&s, now_mono);
-            self.flows.push(row)?;
+            self.writers.as_mut().context(CLOSED)?.flows.push(row)?;
             let _ = flows.remove(&cookie);
         }
         Ok(())
     }
 
+    /// Closes the open interval's files and opens the next interval's (agent rotation).
+    /// The next files are created first: if that fails the current ones stay open.
+    pub fn rotate(
+        &mut self,
+        counters: &KernelCounters,
+        hooks: &Hooks,
+        clock_start: &ClockOffset,
+    ) -> Result<()> {
+        let end_utc = now_ns(libc::CLOCK_REALTIME);
+        let next = self.layout.next(end_utc);
+        let writers = Writers::create(&next, &self.metadata)?;
+        let old = self.writers.replace(writers).context(CLOSED)?;
+        let old_layout = std::mem::replace(&mut self.layout, next);
+        let result = self.close_interval(old, &old_layout, counters, hooks, clock_start, end_utc, None);
+        self.interval_start_utc = end_utc;
+        self.counters_at_interval_start = counters.clone();
+        self.decode_errors_at_interval_start = self.decode_errors;
+        result.map(|_| ())
+    }
+
+    /// Writes the interval's `capture` and `interfaces` rows and closes every file, even when
+    /// one fails, so one full table does not cost the others. At the end of the run (`maps`)
+    /// also the QPs still alive and the per-QP data-path totals.
+    #[allow(clippy::too_many_arguments)]
+    fn close_interval(
+        &mut self,
+        mut w: Writers,
+        layout: &Layout,
+        counters: &KernelCounters,
+        hooks: &Hooks,
+        clock_start: &ClockOffset,
+        end_utc: i64,
+        maps: Option<&mut KernelMaps>,
+    ) -> Result<CaptureRow> {
+        let mut first_error: Option<anyhow::Error> = None;
+        let mut note = |r: Result<()>| {
+            if let Err(e) = r {
+                first_error.get_or_insert(e);
+            }
+        };
+        let k = counters.since(&self.counters_at_interval_start);
+        let clock_end = ClockOffset::measure();
+        let drift = (clock_end.offset_ns - clock_start.offset_ns).abs();
+        let capture = CaptureRow {
+            host: self.node.hostname.clone(),
+            boot_id: self.node.boot_id.clone(),
+            kernel: self.node.kernel.clone(),
+            run_id: self.run_id.clone(),
+            start: self.interval_start_utc,
+            end: end_utc,
+            hooks_attached: hooks.attached_list(),
+            hooks_missing: hooks.missing_list(),
+            flows: w.flows.rows(),
+            rtt_samples: w.rtt.rows(),
+            retransmits: w.retransmits.rows(),
+            state_changes: w.states.rows(),
+            nccl_calls: w.nccl.rows(),
+            verbs_calls: w.verbs.rows(),
+            ring_drops_nccl: k.get(STAT_RING_FULL + EVENT_NCCL_CALL),
+            ring_drops_verbs: k.get(STAT_RING_FULL + EVENT_VERBS_CALL),
+            ring_drops: k.ring_drops(),
+            ring_drops_flow_end: k.get(STAT_RING_FULL + EVENT_FLOW_END),
+            ring_drops_rtt: k.get(STAT_RING_FULL + EVENT_RTT_SAMPLE),
+            ring_drops_retransmit: k.get(STAT_RING_FULL + EVENT_RETRANSMIT),
+            ring_drops_state: k.get(STAT_RING_FULL + EVENT_STATE_CHANGE),
+            rtt_samples_skipped_by_interval: k.get(STAT_RATE_LIMITED + EVENT_RTT_SAMPLE),
+            retransmits_over_rate: k.get(STAT_RATE_LIMITED + EVENT_RETRANSMIT),
+            flows_filtered_out: k.get(STAT_FILTERED_FLOWS),
+            flows_untracked_map_full: k.get(STAT_FLOW_MAP_FULL),
+            decode_errors: self.decode_errors - self.decode_errors_at_interval_start,
+            clock_offset_ns: clock_start.offset_ns,
+            clock_error_ns: clock_start.error_ns + drift,
+        };
+        let end_meta = [
+            (
+                "scaletrace.clock.end_offset_ns",
+                clock_end.offset_ns.to_string(),
+            ),
+            ("scaletrace.ring_drops", capture.ring_drops.to_string()),
+        ];
+        macro_rules! close {
+            ($w:expr) => {{
+                let mut w = $w;
+                for (k, v) in &end_meta {
+                    w.append_metadata(k, v.clone());
+                }
+                let r = w.close().map(|_| ());
+                if r.is_ok() {
+                    self.files_closed += 1;
+                }
+                note(r);
+            }};
+        }
+        macro_rules! table {
+            ($t:ty, $rows:expr) => {{
+                match TableWriter::<$t>::create_at(layout.path(<$t>::NAME), &self.metadata) {
+                    Ok(mut tw) => {
+                        for row in $rows {
+                            note(tw.push(row));
+                        }
+                        close!(tw);
+                    }
+                    Err(e) => note(Err(e)),
+                }
+            }};
+        }
+        self.closed.flows += w.flows.rows();
+        self.closed.rtt += w.rtt.rows();
+        self.closed.retransmits += w.retransmits.rows();
+        self.closed.states += w.states.rows();
+        if maps.is_some() {
+            for qp in self.qp_tracker.remaining() {
+                note(w.qps.push(qp));
+            }
+        }
+        close!(w.flows);
+        close!(w.rtt);
+        close!(w.retransmits);
+        close!(w.states);
+        close!(w.nic);
+        close!(w.nccl);
+        close!(w.verbs);
+        close!(w.qps);
+        close!(w.completions);
+        let interfaces = self.interfaces.clone();
+        table!(InterfaceRow, interfaces);
+        if let Some(maps) = maps {
+            // Per-QP data-path totals live in the kernel map until now.
+            let host = self.node.hostname.clone();
+            let rows: Vec<QpTrafficRow> = maps
+                .qp_traffic
+                .iter()
+                .filter_map(|r| r.ok())
+                .map(|(key, traffic)| crate::verbs::traffic_row(&key, &traffic, &host))
+                .collect();
+            table!(QpTrafficRow, rows);
+        }
+        table!(CaptureRow, [capture.clone()]);
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(capture),
+        }
+    }
+
     /// After detaching: drain the ring, write every flow left in the kernel table (closed but
-    /// unsent, or still open), write the `capture` row and close all files.
+    /// unsent, or still open), then close the last interval.
     pub fn finish(
         mut self,
         mut ring: RingBuf<MapData>,
         maps: &mut KernelMaps,
         hooks: &Hooks,
         clock_start: &ClockOffset,
-        start_utc: i64,
     ) -> Result<String> {
         let mut first_error: Option<anyhow::Error> = None;
         let mut note = |r: Result<()>| {
@@ -251,118 +461,38 @@ impl Sinks {
             .collect();
         for s in &remaining {
             let row = self.assembler.flow(s, end_mono);
-            note(self.flows.push(row));
+            note(self.writers.as_mut().context(CLOSED)?.flows.push(row));
         }
         let counters = KernelCounters::read(&maps.stats)?;
-        let clock_end = ClockOffset::measure();
-        let drift = (clock_end.offset_ns - clock_start.offset_ns).abs();
-        let capture = CaptureRow {
-            host: self.node.hostname.clone(),
-            boot_id: self.node.boot_id.clone(),
-            kernel: self.node.kernel.clone(),
-            run_id: self.run_id.clone(),
-            start: start_utc,
-            end: now_ns(libc::CLOCK_REALTIME),
-            hooks_attached: hooks.attached_list(),
-            hooks_missing: hooks.missing_list(),
-            flows: self.flows.rows(),
-            rtt_samples: self.rtt.rows(),
-            retransmits: self.retransmits.rows(),
-            state_changes: self.states.rows(),
-            nccl_calls: self.nccl.rows(),
-            verbs_calls: self.verbs.rows(),
-            ring_drops_nccl: counters.get(STAT_RING_FULL + EVENT_NCCL_CALL),
-            ring_drops_verbs: counters.get(STAT_RING_FULL + EVENT_VERBS_CALL),
-            ring_drops: counters.ring_drops(),
-            ring_drops_flow_end: counters.get(STAT_RING_FULL + EVENT_FLOW_END),
-            ring_drops_rtt: counters.get(STAT_RING_FULL + EVENT_RTT_SAMPLE),
-            ring_drops_retransmit: counters.get(STAT_RING_FULL + EVENT_RETRANSMIT),
-            ring_drops_state: counters.get(STAT_RING_FULL + EVENT_STATE_CHANGE),
-            rtt_samples_skipped_by_interval: counters.get(STAT_RATE_LIMITED + EVENT_RTT_SAMPLE),
-            retransmits_over_rate: counters.get(STAT_RATE_LIMITED + EVENT_RETRANSMIT),
-            flows_filtered_out: counters.get(STAT_FILTERED_FLOWS),
-            flows_untracked_map_full: counters.get(STAT_FLOW_MAP_FULL),
-            decode_errors: self.decode_errors,
-            clock_offset_ns: clock_start.offset_ns,
-            clock_error_ns: clock_start.error_ns + drift,
-        };
+        let end_utc = now_ns(libc::CLOCK_REALTIME);
+        let layout = self.layout.clone();
+        let writers = self.writers.take().context(CLOSED)?;
+        let capture = self.close_interval(writers, &layout, &counters, hooks, clock_start, end_utc, Some(maps));
+        let ring_drops = counters.ring_drops();
         let summary = format!(
-            "{} flows ({} still open), {} RTT samples, {} retransmits, {} state changes, {} events lost to a full ring buffer; files under {}",
-            capture.flows,
+            "{} flows ({} still open), {} RTT samples, {} retransmits, {} state changes, {} events lost to a full ring buffer; {} files under {}",
+            self.closed.flows,
             remaining.iter().filter(|s| s.end_ns == 0).count(),
-            capture.rtt_samples,
-            capture.retransmits,
-            capture.state_changes,
-            capture.ring_drops,
-            self.out.display()
+            self.closed.rtt,
+            self.closed.retransmits,
+            self.closed.states,
+            ring_drops,
+            self.files_closed,
+            self.root().display()
         );
-        let end_meta = [
-            (
-                "scaletrace.clock.end_offset_ns",
-                clock_end.offset_ns.to_string(),
-            ),
-            ("scaletrace.ring_drops", capture.ring_drops.to_string()),
-        ];
-        let mut capture_writer =
-            TableWriter::<CaptureRow>::create(&self.out, &self.run_id, &self.metadata);
-        if let Ok(w) = capture_writer.as_mut() {
-            for (k, v) in &end_meta {
-                w.append_metadata(k, v.clone());
-            }
-            note(w.push(capture));
-        }
-        // Close every file even if one fails, so one full table does not cost the others.
-        macro_rules! close {
-            ($w:expr) => {{
-                let mut w = $w;
-                for (k, v) in &end_meta {
-                    w.append_metadata(k, v.clone());
-                }
-                note(w.close().map(|_| ()));
-            }};
-        }
-        close!(self.flows);
-        close!(self.rtt);
-        close!(self.retransmits);
-        close!(self.states);
-        close!(self.nic);
-        close!(self.nccl);
-        for qp in self.qp_tracker.remaining() {
-            note(self.qps.push(qp));
-        }
-        close!(self.verbs);
-        close!(self.qps);
-        close!(self.completions);
-        // Per-QP data-path totals live in the kernel map until now.
-        match TableWriter::<QpTrafficRow>::create(&self.out, &self.run_id, &self.metadata) {
-            Ok(mut w) => {
-                for (key, traffic) in maps.qp_traffic.iter().filter_map(|r| r.ok()) {
-                    note(w.push(crate::verbs::traffic_row(
-                        &key,
-                        &traffic,
-                        &self.node.hostname,
-                    )));
-                }
-                note(w.close().map(|_| ()));
-            }
-            Err(e) => note(Err(e)),
-        }
-        match TableWriter::<InterfaceRow>::create(&self.out, &self.run_id, &self.metadata) {
-            Ok(mut w) => {
-                for row in std::mem::take(&mut self.interfaces) {
-                    note(w.push(row));
-                }
-                note(w.close().map(|_| ()));
-            }
-            Err(e) => note(Err(e)),
-        }
-        match capture_writer {
-            Ok(w) => note(w.close().map(|_| ())),
-            Err(e) => note(Err(e)),
+        if let Err(e) = capture {
+            note(Err(e));
         }
         match first_error {
             Some(e) => Err(e),
             None => Ok(summary),
+        }
+    }
+
+    fn root(&self) -> std::path::PathBuf {
+        match &self.layout {
+            Layout::PerRun { out, .. } => out.clone(),
+            Layout::Hive { root, .. } => root.clone(),
         }
     }
 }

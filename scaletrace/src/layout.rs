@@ -1,0 +1,94 @@
+//! Where a table's file goes: one file per table and run for `record`, or the Hive-partitioned
+//! tree of `agent` (`table=…/date=…/hour=…/host=…/part-….parquet`) that DuckDB, Spark and Trino
+//! read with one glob and prune by partition.
+use std::path::PathBuf;
+
+#[derive(Debug, Clone)]
+pub enum Layout {
+    /// `OUT/<table>/<run_id>.parquet`
+    PerRun { out: PathBuf, run_id: String },
+    /// `ROOT/table=<t>/date=<YYYY-MM-DD>/hour=<HH>/host=<host>/part-<run_id>-<seq>.parquet`,
+    /// dated by the start of the interval (UTC).
+    Hive {
+        root: PathBuf,
+        host: String,
+        run_id: String,
+        seq: u64,
+        start_utc_ns: i64,
+    },
+}
+
+impl Layout {
+    pub fn path(&self, table: &str) -> PathBuf {
+        match self {
+            Layout::PerRun { out, run_id } => out.join(table).join(format!("{run_id}.parquet")),
+            Layout::Hive {
+                root,
+                host,
+                run_id,
+                seq,
+                start_utc_ns,
+            } => {
+                let t = chrono::DateTime::from_timestamp_nanos(*start_utc_ns);
+                root.join(format!("table={table}"))
+                    .join(format!("date={}", t.format("%Y-%m-%d")))
+                    .join(format!("hour={}", t.format("%H")))
+                    .join(format!("host={}", partition_value(host)))
+                    .join(format!("part-{run_id}-{seq:06}.parquet"))
+            }
+        }
+    }
+
+    /// The same layout for the next interval.
+    pub fn next(&self, start_utc_ns: i64) -> Layout {
+        match self {
+            Layout::PerRun { .. } => self.clone(),
+            Layout::Hive {
+                root,
+                host,
+                run_id,
+                seq,
+                ..
+            } => Layout::Hive {
+                root: root.clone(),
+                host: host.clone(),
+                run_id: run_id.clone(),
+                seq: seq + 1,
+                start_utc_ns,
+            },
+        }
+    }
+}
+
+/// Hive partition values cannot hold `/` or `=`; hostnames normally have neither.
+fn partition_value(v: &str) -> String {
+    v.chars()
+        .map(|c| if matches!(c, '/' | '=' | '\\') { '_' } else { c })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hive_paths_are_partitioned_by_table_date_hour_host() {
+        let l = Layout::Hive {
+            root: "/spool".into(),
+            host: "gpu-07".into(),
+            run_id: "gpu-07-20261202T220000Z-42".into(),
+            seq: 3,
+            // 2026-12-02 22:59:59.5 UTC
+            start_utc_ns: 1_796_252_399_500_000_000,
+        };
+        assert_eq!(
+            l.path("rtt").display().to_string(),
+            "/spool/table=rtt/date=2026-12-02/hour=22/host=gpu-07/part-gpu-07-20261202T220000Z-42-000003.parquet"
+        );
+        let n = l.next(1_796_252_400_000_000_000);
+        assert!(n.path("rtt").display().to_string().contains("hour=23/host=gpu-07/part-gpu-07-20261202T220000Z-42-000004"));
+        let r = Layout::PerRun { out: "/o".into(), run_id: "r".into() };
+        assert_eq!(r.path("flows"), PathBuf::from("/o/flows/r.parquet"));
+        assert_eq!(partition_value("a/b=c"), "a_b_c");
+    }
+}
