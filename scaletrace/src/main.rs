@@ -1,4 +1,5 @@
 //! scaletrace: makes the network fabric of distributed GPU training visible.
+mod agent;
 mod analyze;
 mod assemble;
 mod clock;
@@ -48,6 +49,10 @@ struct Cli {
 enum Command {
     /// Record TCP flows, RTT samples, retransmits and state changes to Parquet (needs root).
     Record(record::RecordArgs),
+    /// Run as a node service: record until stopped, rotate into a Hive-partitioned spool,
+    /// upload to S3-compatible storage, write health files (needs root).
+    #[command(args_override_self = true)]
+    Agent(agent::AgentArgs),
     /// Import PyTorch profiler (Kineto) Chrome traces into the gpu_events table.
     Import(import::ImportArgs),
     /// Join GPU and network tables into per-window rows (the windows table).
@@ -58,6 +63,19 @@ enum Command {
     Sql(analyze::SqlArgs),
     /// Print the documentation of every table (the text of docs/schema.md).
     Schema,
+}
+
+/// Long flag names of `agent`, the keys a config file may use.
+fn agent_flags() -> Vec<String> {
+    use clap::CommandFactory;
+    Cli::command()
+        .find_subcommand("agent")
+        .map(|c| {
+            c.get_arguments()
+                .filter_map(|a| a.get_long().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn main() -> ExitCode {
@@ -72,9 +90,18 @@ fn main() -> ExitCode {
             )
         })
         .init();
-    let cli = Cli::parse();
+    // `agent --config FILE` stands for the flags in the file, placed before the others.
+    let argv = match agent::config::expand(std::env::args().collect(), "agent", &agent_flags()) {
+        Ok(argv) => argv,
+        Err(e) => {
+            eprintln!("scaletrace: error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let cli = Cli::parse_from(argv);
     let result = match cli.command {
         Command::Record(args) => record::run(args),
+        Command::Agent(args) => agent::run(args),
         Command::Import(args) => import::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Analyze(args) => analyze::run(args),

@@ -85,10 +85,6 @@ impl<T: Table> TableWriter<T> {
         self.rows_written + self.pending.len() as u64
     }
 
-    pub fn path(&self) -> &Path {
-        &self.final_path
-    }
-
     /// Bytes written so far plus those buffered in the open row group (an estimate of the
     /// file's size, for size-based rotation).
     pub fn bytes(&self) -> u64 {

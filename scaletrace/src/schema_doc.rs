@@ -17,6 +17,16 @@ matches complete files. Compression is zstd (level 3), row groups hold up to 131
 Query a table across runs and nodes with one glob, e.g. in DuckDB:
 `SELECT * FROM read_parquet('DIR/flows/*.parquet')`.
 
+`scaletrace agent --out SPOOL` writes a Hive-partitioned tree instead, one file per table and
+rotation interval: `SPOOL/table=<table>/date=<YYYY-MM-DD>/hour=<HH>/host=<host>/part-<run-id>-<seq>.parquet`
+(date and hour of the interval's start, UTC; intervals end at every UTC hour, so rows written
+in one hour stay in that hour's partition; events drained within moments of the boundary can sit
+in the neighbouring one). Tables without rows in an interval get no file. The same tree is
+uploaded below the `--upload` prefix. Read a fleet with one glob and let DuckDB prune partitions:
+`SELECT * FROM read_parquet('SPOOL/table=rtt/**/*.parquet', hive_partitioning = true) WHERE host = 'gpu-07' AND hour = 22`.
+Each interval has its own `capture` row (`start`/`end` are the interval's, counters are for the
+interval) and its own `interfaces` rows.
+
 ## Time
 
 Every timestamp column is `TIMESTAMP WITH TIME ZONE` (Arrow `Timestamp(ns, \"UTC\")`). The kernel

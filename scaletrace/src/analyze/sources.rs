@@ -123,8 +123,9 @@ fn pattern_for(root: &str, rel: &Path, table: &str) -> String {
                 .collect()
         })
         .unwrap_or_default();
-    if dirs.contains(&hive) {
-        format!("{root}/**/{hive}/**/*.parquet")
+    // DuckDB allows one `**` per pattern: spell out the path down to `table=NAME`.
+    if let Some(at) = dirs.iter().position(|d| *d == hive) {
+        format!("{root}/{}/**/*.parquet", dirs[..=at].join("/"))
     } else if root.contains(&hive) {
         format!("{root}/**/*.parquet")
     } else if dirs.last().is_some_and(|d| d == table) {
@@ -212,7 +213,7 @@ mod tests {
         );
         assert_eq!(
             s.patterns["rtt"].iter().collect::<Vec<_>>(),
-            [&format!("{r}/**/table=rtt/**/*.parquet")]
+            [&format!("{r}/spool/table=rtt/**/*.parquet")]
         );
         let sql = views_sql(&s);
         assert!(sql.contains("CREATE OR REPLACE VIEW flows AS SELECT * FROM read_parquet(["));
@@ -226,7 +227,7 @@ mod tests {
         assert_eq!(p("/t/n1/flows", "a.parquet"), "/t/n1/flows/*.parquet");
         assert_eq!(
             p("/b", "table=flows/date=x/host=h/p.parquet"),
-            "/b/**/table=flows/**/*.parquet"
+            "/b/table=flows/**/*.parquet"
         );
         assert_eq!(p("/b/table=flows", "date=x/p.parquet"), "/b/table=flows/**/*.parquet");
     }

@@ -185,6 +185,7 @@ pub struct GpuRecorder {
 }
 
 /// Where and how the GPU tables of a run are written.
+#[derive(Clone)]
 pub struct GpuOutput {
     pub layout: crate::layout::Layout,
     pub run_id: String,

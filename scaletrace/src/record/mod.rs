@@ -1,6 +1,7 @@
 //! `scaletrace record`: load, attach, drain the ring buffer into Parquet until the duration
 //! ends or a signal arrives, then detach and flush everything, including flows still open.
 mod args;
+mod service;
 mod sinks;
 mod status;
 
@@ -16,9 +17,11 @@ use tokio::{
 
 pub use args::RecordArgs;
 use sinks::Sinks;
+use service::{Rotation, Service};
 use status::StatusLine;
 
 use crate::{
+    agent::AgentRun,
     clock::{now_ns, ClockOffset},
     environment,
     layout::Layout,
@@ -76,6 +79,11 @@ fn take_map(ebpf: &mut aya::Ebpf, name: &str) -> Result<aya::maps::Map> {
 }
 
 pub fn run(args: RecordArgs) -> Result<()> {
+    run_with(args, None)
+}
+
+/// `record`, or with `agent` the node service: Hive layout, rotation, spool and health.
+pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
     environment::check_privileges()?;
     if !environment::btf_available() {
         log::warn!("no kernel BTF at /sys/kernel/btf/vmlinux; continuing (tracepoint layouts come from tracefs)");
@@ -116,9 +124,18 @@ pub fn run(args: RecordArgs) -> Result<()> {
     // Create the output first: a bad --out must fail before anything is attached.
     let nic_sysfs = (!args.nic_interval.is_zero()).then_some(args.sysfs_root.as_path());
     let interfaces = crate::interfaces::list(&node.hostname, &run_id, &args.sysfs_root);
-    let layout = Layout::PerRun {
-        out: args.out.clone(),
-        run_id: run_id.clone(),
+    let layout = match &agent {
+        None => Layout::PerRun {
+            out: args.out.clone(),
+            run_id: run_id.clone(),
+        },
+        Some(_) => Layout::Hive {
+            root: args.out.clone(),
+            host: node.hostname.clone(),
+            run_id: run_id.clone(),
+            seq: 0,
+            start_utc_ns: start_utc,
+        },
     };
     let mut sinks = Sinks::create(
         layout.clone(),
@@ -166,24 +183,28 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if !hooks.attached.iter().any(|h| h.starts_with("sock_ops")) {
         log::warn!("without sock_ops there is no flow table or RTT data, only retransmits");
     }
-    let gpus = if args.no_gpu {
+    let gpu_output = crate::gpu::GpuOutput {
+        layout: layout.clone(),
+        run_id: run_id.clone(),
+        host: node.hostname.clone(),
+        metadata: sinks.metadata().to_vec(),
+        interval: args.gpu_interval,
+        sysfs: args.sysfs_root.clone(),
+    };
+    let mut gpus = if args.no_gpu {
         None
     } else {
-        let output = crate::gpu::GpuOutput {
-            layout: layout.clone(),
-            run_id: run_id.clone(),
-            host: node.hostname.clone(),
-            metadata: sinks.metadata().to_vec(),
-            interval: args.gpu_interval,
-            sysfs: args.sysfs_root.clone(),
-        };
-        match crate::gpu::GpuRecorder::start(output) {
+        match crate::gpu::GpuRecorder::start(gpu_output.clone()) {
             Ok(g) => Some(g),
             Err(why) => {
                 log::info!("GPU sampling skipped: {why}");
                 None
             }
         }
+    };
+    let mut service = match agent {
+        Some(a) => Some(Service::start(a, &node.hostname, &run_id, gpu_output)?),
+        None => None,
     };
     log::info!(
         "recording to {} (run {run_id}); hooks: {}",
@@ -218,6 +239,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
         ebpf_logger.as_mut(),
         &mut sinks,
         &mut maps,
+        Rotation {
+            service: service.as_mut(),
+            gpus: &mut gpus,
+            hooks: &hooks,
+            clock_start: &clock_start,
+        },
     ));
 
     // Detach first so no event is produced after the final drain.
@@ -229,6 +256,15 @@ pub fn run(args: RecordArgs) -> Result<()> {
         (Ok(summary), Some(Ok(gpu))) => Ok(format!("{summary}; {gpu}")),
         (Ok(_), Some(Err(e))) => Err(e.context("GPU sampling")),
         (finish, _) => finish,
+    };
+    // The agent uploads what the run left in the spool before it exits.
+    let finish = match (finish, service) {
+        (Ok(summary), Some(s)) => Ok(format!("{summary}; {}", s.finish())),
+        (finish, Some(s)) => {
+            s.finish();
+            finish
+        }
+        (finish, None) => finish,
     };
     match (loop_result, finish) {
         (Err(e), _) => Err(e),
@@ -279,6 +315,7 @@ async fn event_loop(
     mut ebpf_log: Option<&mut EbpfLog>,
     sinks: &mut Sinks,
     maps: &mut KernelMaps,
+    mut rotation: Rotation<'_>,
 ) -> Result<&'static str> {
     let deadline = async {
         match args.duration {
@@ -287,7 +324,7 @@ async fn event_loop(
         }
     };
     tokio::pin!(deadline);
-    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    let mut tick = tokio::time::interval(rotation.tick());
     // No NIC sampling means no timer at all, not a fast one that does nothing.
     let mut nic_tick =
         (!args.nic_interval.is_zero()).then(|| tokio::time::interval(args.nic_interval));
@@ -312,6 +349,7 @@ async fn event_loop(
                 sinks.sweep_unsent_flows(&mut maps.flows, now)?;
                 let counters = KernelCounters::read(&maps.stats)?;
                 status.update(started.elapsed(), sinks, maps.flows.keys().count(), &counters);
+                rotation.on_tick(sinks, &counters)?;
             }
             _ = signals.sigint.recv() => break "SIGINT",
             _ = signals.sigterm.recv() => break "SIGTERM",

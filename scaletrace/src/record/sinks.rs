@@ -193,6 +193,11 @@ impl Sinks {
         self.writers.as_ref().map_or(0, Writers::bytes)
     }
 
+    /// Where the open interval's files go.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
     /// Start of the open interval (UTC ns).
     pub fn interval_start(&self) -> i64 {
         self.interval_start_utc
@@ -370,17 +375,23 @@ impl Sinks {
             ),
             ("scaletrace.ring_drops", capture.ring_drops.to_string()),
         ];
+        // The agent writes a file per table and interval: empty ones would only add files.
+        let skip_empty = matches!(layout, Layout::Hive { .. });
         macro_rules! close {
             ($w:expr) => {{
                 let mut w = $w;
-                for (k, v) in &end_meta {
-                    w.append_metadata(k, v.clone());
+                if skip_empty && w.rows() == 0 {
+                    w.abandon();
+                } else {
+                    for (k, v) in &end_meta {
+                        w.append_metadata(k, v.clone());
+                    }
+                    let r = w.close().map(|_| ());
+                    if r.is_ok() {
+                        self.files_closed += 1;
+                    }
+                    note(r);
                 }
-                let r = w.close().map(|_| ());
-                if r.is_ok() {
-                    self.files_closed += 1;
-                }
-                note(r);
             }};
         }
         macro_rules! table {

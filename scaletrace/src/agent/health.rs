@@ -1,0 +1,125 @@
+//! Health of a running agent, rewritten every few seconds: `status.json` for people and
+//! scripts, and `scaletrace.prom` in the Prometheus text format for node_exporter's textfile
+//! collector. Both are replaced atomically.
+use std::{path::Path, sync::atomic::Ordering};
+
+use anyhow::{Context as _, Result};
+use serde::Serialize;
+
+use super::spool::SpoolStats;
+
+#[derive(Debug, Serialize, Default)]
+pub struct Health {
+    pub host: String,
+    pub run_id: String,
+    pub updated_utc: String,
+    pub uptime_s: f64,
+    pub events_total: u64,
+    pub events_per_s: f64,
+    pub ring_drops_total: u64,
+    pub decode_errors_total: u64,
+    pub flows_total: u64,
+    pub rtt_samples_total: u64,
+    pub retransmits_total: u64,
+    pub files_completed_total: u64,
+    pub rotations_total: u64,
+    pub leftovers_removed: u64,
+    pub spool_files: u64,
+    pub spool_bytes: u64,
+    pub upload_target: Option<String>,
+    pub uploaded_files_total: u64,
+    pub uploaded_bytes_total: u64,
+    pub upload_failures_total: u64,
+    pub evicted_files_total: u64,
+    pub last_upload_utc: Option<String>,
+    pub last_upload_error: Option<String>,
+}
+
+impl Health {
+    pub fn add_spool(&mut self, s: &SpoolStats) {
+        self.spool_files = s.spool_files.load(Ordering::Relaxed);
+        self.spool_bytes = s.spool_bytes.load(Ordering::Relaxed);
+        self.uploaded_files_total = s.uploaded_files.load(Ordering::Relaxed);
+        self.uploaded_bytes_total = s.uploaded_bytes.load(Ordering::Relaxed);
+        self.upload_failures_total = s.upload_failures.load(Ordering::Relaxed);
+        self.evicted_files_total = s.evicted_files.load(Ordering::Relaxed);
+        let last = s.last_upload_ns.load(Ordering::Relaxed);
+        self.last_upload_utc = (last > 0).then(|| {
+            chrono::DateTime::from_timestamp_nanos(last as i64)
+                .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+                .to_string()
+        });
+        self.last_upload_error = s.last_error.lock().unwrap().clone();
+    }
+
+    /// Prometheus text exposition: counters end in `_total`, the rest are gauges.
+    pub fn prometheus(&self) -> String {
+        let labels = format!("host=\"{}\"", self.host.replace(['"', '\\'], "_"));
+        let metrics: [(&str, &str, f64, &str); 16] = [
+            ("scaletrace_uptime_seconds", "gauge", self.uptime_s, "Seconds since the agent started."),
+            ("scaletrace_events_total", "counter", self.events_total as f64, "Events read from the ring buffer."),
+            ("scaletrace_events_per_second", "gauge", self.events_per_s, "Events per second over the last status period."),
+            ("scaletrace_ring_drops_total", "counter", self.ring_drops_total as f64, "Events lost because the ring buffer was full."),
+            ("scaletrace_decode_errors_total", "counter", self.decode_errors_total as f64, "Ring buffer records that could not be decoded."),
+            ("scaletrace_flows_total", "counter", self.flows_total as f64, "Rows written to flows."),
+            ("scaletrace_rtt_samples_total", "counter", self.rtt_samples_total as f64, "Rows written to rtt."),
+            ("scaletrace_retransmits_total", "counter", self.retransmits_total as f64, "Rows written to retransmits."),
+            ("scaletrace_files_completed_total", "counter", self.files_completed_total as f64, "Parquet files completed (renamed into place)."),
+            ("scaletrace_rotations_total", "counter", self.rotations_total as f64, "File rotations."),
+            ("scaletrace_spool_files", "gauge", self.spool_files as f64, "Completed files waiting in the local spool."),
+            ("scaletrace_spool_bytes", "gauge", self.spool_bytes as f64, "Bytes of those files."),
+            ("scaletrace_uploaded_files_total", "counter", self.uploaded_files_total as f64, "Files uploaded and confirmed."),
+            ("scaletrace_upload_failures_total", "counter", self.upload_failures_total as f64, "Failed upload attempts."),
+            ("scaletrace_evicted_files_total", "counter", self.evicted_files_total as f64, "Files deleted unsent to keep the spool within its limits."),
+            ("scaletrace_last_upload_timestamp_seconds", "gauge", self.last_upload_utc.as_ref().map_or(0.0, |_| last_upload_s(self)), "UNIX time of the last confirmed upload (0: none)."),
+        ];
+        let mut out = String::new();
+        for (name, kind, value, help) in metrics {
+            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{{labels}}} {value}\n"));
+        }
+        out
+    }
+
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        write_atomically(&dir.join("status.json"), &serde_json::to_vec_pretty(self)?)?;
+        write_atomically(&dir.join("scaletrace.prom"), self.prometheus().as_bytes())
+    }
+}
+
+fn last_upload_s(h: &Health) -> f64 {
+    h.last_upload_utc
+        .as_deref()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map_or(0.0, |t| t.timestamp_millis() as f64 / 1000.0)
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prometheus_text_has_help_type_and_labelled_samples() {
+        let h = Health {
+            host: "n1".into(),
+            events_total: 42,
+            last_upload_utc: Some("2026-12-02T22:00:00.000Z".into()),
+            ..Default::default()
+        };
+        let text = h.prometheus();
+        assert!(text.contains("# TYPE scaletrace_events_total counter\nscaletrace_events_total{host=\"n1\"} 42\n"));
+        assert!(text.contains("scaletrace_last_upload_timestamp_seconds{host=\"n1\"} 1796248800\n"));
+        assert_eq!(text.matches("# HELP").count(), 16);
+        let d = tempfile::tempdir().unwrap();
+        h.write(d.path()).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(d.path().join("status.json")).unwrap()).unwrap();
+        assert_eq!(v["events_total"], 42);
+        assert!(d.path().join("scaletrace.prom").exists());
+    }
+}

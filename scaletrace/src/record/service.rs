@@ -1,0 +1,165 @@
+//! The agent side of a recording: rotation of every file (and of the GPU sampler's), the spool
+//! worker, and periodic health files.
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::Result;
+
+use super::{sinks::Sinks, KernelCounters};
+use crate::{
+    agent::{
+        health::Health,
+        spool::{Spool, SpoolStats},
+        AgentRun,
+    },
+    clock::{now_ns, ClockOffset},
+    gpu::{GpuOutput, GpuRecorder},
+    probe::Hooks,
+};
+
+const HEALTH_EVERY: Duration = Duration::from_secs(2);
+
+pub struct Service {
+    run: AgentRun,
+    spool: Spool,
+    gpu_output: GpuOutput,
+    started: Instant,
+    last_rotation: Instant,
+    rotations: u64,
+    last_health: Instant,
+    last_events: u64,
+    health: Health,
+}
+
+impl Service {
+    pub fn start(run: AgentRun, host: &str, run_id: &str, gpu_output: GpuOutput) -> Result<Self> {
+        let spool = Spool::start(crate::agent::spool::SpoolConfig {
+            root: run.spool.root.clone(),
+            target: run.spool.target.as_ref().map(|t| crate::agent::spool::Target {
+                store: t.store.clone(),
+                prefix: t.prefix.clone(),
+                description: t.description.clone(),
+            }),
+            max_bytes: run.spool.max_bytes,
+            max_age: run.spool.max_age,
+        })?;
+        let health = Health {
+            host: host.into(),
+            run_id: run_id.into(),
+            leftovers_removed: run.leftovers_removed,
+            upload_target: run.spool.target.as_ref().map(|t| t.description.clone()),
+            ..Default::default()
+        };
+        Ok(Service {
+            run,
+            spool,
+            gpu_output,
+            started: Instant::now(),
+            last_rotation: Instant::now(),
+            rotations: 0,
+            last_health: Instant::now() - HEALTH_EVERY,
+            last_events: 0,
+            health,
+        })
+    }
+
+    fn due(&self, sinks: &Sinks) -> bool {
+        let hour = |ns: i64| ns.div_euclid(3_600_000_000_000);
+        self.last_rotation.elapsed() >= self.run.rotate_interval
+            || sinks.open_bytes() >= self.run.rotate_bytes
+            || hour(now_ns(libc::CLOCK_REALTIME)) != hour(sinks.interval_start())
+    }
+
+    fn update_health(&mut self, sinks: &Sinks, k: &KernelCounters, stats: &SpoolStats) {
+        let h = &mut self.health;
+        let dt = self.last_health.elapsed().as_secs_f64().max(1e-3);
+        h.updated_utc = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string();
+        h.uptime_s = self.started.elapsed().as_secs_f64();
+        h.events_per_s = (sinks.events - self.last_events) as f64 / dt;
+        h.events_total = sinks.events;
+        h.ring_drops_total = k.ring_drops();
+        h.decode_errors_total = sinks.decode_errors;
+        h.flows_total = sinks.flows_written();
+        h.rtt_samples_total = sinks.rtt_written();
+        h.retransmits_total = sinks.retransmits_written();
+        h.files_completed_total = sinks.files_closed;
+        h.rotations_total = self.rotations;
+        h.add_spool(stats);
+        self.last_events = sinks.events;
+        self.last_health = Instant::now();
+        if let Err(e) = h.write(&self.run.status_dir) {
+            log::warn!("health files: {e:#}");
+        }
+    }
+
+    /// Uploads what is left (up to --drain-timeout) and writes the last health files.
+    pub fn finish(mut self) -> String {
+        let stats = self.spool.finish(self.run.drain_timeout);
+        self.health.add_spool(&stats);
+        self.health.rotations_total = self.rotations;
+        self.health.uptime_s = self.started.elapsed().as_secs_f64();
+        self.health.updated_utc = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string();
+        if let Err(e) = self.health.write(&self.run.status_dir) {
+            log::warn!("health files: {e:#}");
+        }
+        let h = &self.health;
+        match &h.upload_target {
+            Some(t) => format!(
+                "{} rotations; uploaded {} files ({:.1} MB) to {t}; {} files left in the spool{}",
+                self.rotations,
+                h.uploaded_files_total,
+                h.uploaded_bytes_total as f64 / 1e6,
+                h.spool_files,
+                if h.spool_files > 0 { " (uploaded at the next start)" } else { "" }
+            ),
+            None => format!("{} rotations; {} files in the spool", self.rotations, h.spool_files),
+        }
+    }
+}
+
+/// What the event loop needs to rotate; a plain `record` has no service and never rotates.
+pub struct Rotation<'a> {
+    pub service: Option<&'a mut Service>,
+    pub gpus: &'a mut Option<GpuRecorder>,
+    pub hooks: &'a Hooks,
+    pub clock_start: &'a ClockOffset,
+}
+
+impl Rotation<'_> {
+    /// The housekeeping period: fast enough for the rotation interval.
+    pub fn tick(&self) -> Duration {
+        match &self.service {
+            Some(s) => (s.run.rotate_interval / 2).clamp(Duration::from_millis(50), Duration::from_secs(1)),
+            None => Duration::from_secs(1),
+        }
+    }
+
+    pub fn on_tick(&mut self, sinks: &mut Sinks, counters: &KernelCounters) -> Result<()> {
+        let Some(service) = self.service.as_deref_mut() else {
+            return Ok(());
+        };
+        if service.due(sinks) {
+            sinks.rotate(counters, self.hooks, self.clock_start)?;
+            service.rotations += 1;
+            service.last_rotation = Instant::now();
+            if let Some(g) = self.gpus.take() {
+                if let Err(e) = g.finish() {
+                    log::warn!("GPU sampling: {e:#}");
+                }
+                let mut output = service.gpu_output.clone();
+                output.layout = sinks.layout().clone();
+                match GpuRecorder::start(output) {
+                    Ok(g) => *self.gpus = Some(g),
+                    Err(why) => log::warn!("GPU sampling stopped at rotation: {why}"),
+                }
+            }
+        }
+        if service.last_health.elapsed() >= HEALTH_EVERY {
+            let stats: Arc<SpoolStats> = service.spool.stats.clone();
+            service.update_health(sinks, counters, &stats);
+        }
+        Ok(())
+    }
+}

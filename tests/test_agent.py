@@ -1,0 +1,272 @@
+"""`scaletrace agent`: rotation into a Hive-partitioned spool, upload to a real S3-compatible
+server (moto) that goes away and comes back, kill -9 mid-rotation, health files, config file,
+and DuckDB reading the partitioned tree with partition pruning."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import boto3
+import duckdb
+import pytest
+
+from netlab import HERE
+
+BIN = os.environ.get("SCALETRACE_BIN", os.path.join(HERE, "..", "target", "release", "scaletrace"))
+PORT = 5401
+S3_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
+
+SERVER = textwrap.dedent("""
+    import socket, sys, threading
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(64); print('ready', flush=True)
+    def drain(c):
+        while c.recv(1 << 16): pass
+        c.close()
+    while True:
+        c, _ = s.accept(); threading.Thread(target=drain, args=(c,), daemon=True).start()
+""")
+
+CLIENTS = textwrap.dedent("""
+    import socket, sys, time
+    end = time.time() + float(sys.argv[3]); n = 0
+    while time.time() < end:
+        c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+        c.sendall(b'x' * 200000); c.close(); n += 1; time.sleep(0.1)
+    print(n, flush=True)
+""")
+
+PROXY = textwrap.dedent("""
+    import socket, sys, threading
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(64); print('ready', flush=True)
+    def pipe(a, b):
+        try:
+            while (d := a.recv(1 << 16)):
+                b.sendall(d)
+        except OSError:
+            pass
+        finally:
+            a.close(); b.close()
+    while True:
+        c, _ = s.accept()
+        u = socket.create_connection(('127.0.0.1', int(sys.argv[2])))
+        threading.Thread(target=pipe, args=(c, u), daemon=True).start()
+        threading.Thread(target=pipe, args=(u, c), daemon=True).start()
+""")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def started(cmd, **kw):
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, **kw)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+@pytest.fixture
+def s3():
+    """A moto S3 server on loopback with bucket `fleet`."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", **{
+        "aws_access_key_id": "test", "aws_secret_access_key": "test", "region_name": "us-east-1"})
+    for _ in range(100):
+        try:
+            client.create_bucket(Bucket="fleet")
+            break
+        except Exception:
+            time.sleep(0.1)
+    else:
+        raise AssertionError("moto server did not start")
+    yield port, client
+    proc.kill()
+    proc.wait()
+
+
+class Traffic:
+    """Connections from namespace a to a server in b, one every 0.1 s, for `seconds`."""
+
+    def __init__(self, net, seconds):
+        self.server = started(["ip", "netns", "exec", net.b, sys.executable, "-c", SERVER, net.b_ip, str(PORT)])
+        self.clients = subprocess.Popen(["ip", "netns", "exec", net.a, sys.executable, "-c", CLIENTS, net.b_ip, str(PORT), str(seconds)],
+                                        stdout=subprocess.PIPE, text=True)
+
+    def connections(self):
+        n = int(self.clients.communicate(timeout=120)[0])
+        self.server.kill()
+        return n
+
+
+class Agent:
+    def __init__(self, spool, *extra, env=None):
+        self.spool = str(spool)
+        self.proc = subprocess.Popen([BIN, "agent", "--out", self.spool, "--no-gpu", "--port", str(PORT), *extra],
+                                     stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+        self.log = []
+        while True:
+            line = self.proc.stderr.readline()
+            assert line, "agent exited:\n" + "".join(self.log)
+            self.log.append(line)
+            if "recording to" in line:
+                return
+
+    def stop(self, sig=signal.SIGTERM):
+        self.proc.send_signal(sig)
+        self.log.append(self.proc.communicate(timeout=120)[1])
+        return self.proc.returncode
+
+    @property
+    def stderr(self):
+        return "".join(self.log)
+
+    def status(self):
+        with open(os.path.join(self.spool, "status.json")) as f:
+            return json.load(f)
+
+
+def parquet_files(root):
+    return sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".parquet"))
+
+
+def download(client, dest):
+    keys = [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket="fleet")
+            for o in page.get("Contents", [])]
+    for key in keys:
+        path = os.path.join(dest, key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        client.download_file("fleet", key, path)
+    return keys
+
+
+def test_upload_survives_a_store_outage_nothing_lost_nothing_duplicated(net, s3, tmp_path):
+    moto_port, client = s3
+    proxy_port = free_port()
+    proxy = started([sys.executable, "-c", PROXY, str(proxy_port), str(moto_port)])
+    agent = Agent(tmp_path / "spool", "--rotate-interval", "1s", "--upload", "s3://fleet/prod",
+                  "--s3-endpoint", f"http://127.0.0.1:{proxy_port}", env=S3_ENV)
+    traffic = Traffic(net, 9)
+    time.sleep(2.5)
+    proxy.kill()  # the store is gone: connections are refused
+    proxy.wait()
+    time.sleep(4)
+    stalled = agent.status()
+    assert stalled["upload_failures_total"] > 0 and stalled["last_upload_error"], stalled
+    assert stalled["spool_files"] > 0, stalled
+    proxy = started([sys.executable, "-c", PROXY, str(proxy_port), str(moto_port)])
+    connections = traffic.connections()
+    assert agent.stop() == 0, agent.stderr
+    proxy.kill()
+    assert "failed, keeping files in the spool and retrying" in agent.stderr
+    assert "work again" in agent.stderr
+
+    status = agent.status()
+    assert parquet_files(agent.spool) == [], "files left in the spool after a successful drain"
+    keys = download(client, str(tmp_path / "bucket"))
+    assert len(keys) == status["uploaded_files_total"] == len(set(keys))
+    assert all(k.startswith("prod/table=") for k in keys)
+    root = tmp_path / "bucket" / "prod"
+    con = duckdb.connect()
+    q = lambda sql: con.execute(sql.replace("T(", f"read_parquet('{root}/table=").replace(")T", "/**/*.parquet', hive_partitioning=true)")).fetchall()
+    # Every interval's files arrived once: each capture row's counts equal the rows of its part.
+    intervals = q("SELECT run_id, start, flows, rtt_samples FROM T(capture)T ORDER BY start")
+    assert len(intervals) >= 6, intervals
+    per_part = dict(((f, n) for f, n in q("SELECT regexp_extract(filename, 'part-.*') AS part, count(*) FROM read_parquet("
+                                           f"'{root}/table=rtt/**/*.parquet', filename=true) GROUP BY part")))
+    capture_parts = q("SELECT regexp_extract(filename, 'part-.*'), rtt_samples FROM read_parquet("
+                      f"'{root}/table=capture/**/*.parquet', filename=true)")
+    for part, rtt_rows in capture_parts:
+        assert per_part.get(part, 0) == rtt_rows, (part, rtt_rows, per_part.get(part))
+    assert sum(r for _, r in capture_parts) == q("SELECT count(*) FROM T(rtt)T")[0][0] > 0
+    # Every connection is one client flow, once.
+    flows = q(f"SELECT count(*), count(DISTINCT flow_id) FROM T(flows)T WHERE remote_port = {PORT}")[0]
+    assert flows == (connections, connections), (flows, connections)
+
+
+def test_kill_9_mid_rotation_leaves_no_torn_file_and_restart_cleans_up(net, tmp_path):
+    spool = tmp_path / "spool"
+    traffic = Traffic(net, 8)
+    partials = 0
+    for delay in (1.3, 1.7, 2.1):
+        agent = Agent(spool, "--rotate-interval", "100ms")
+        time.sleep(delay)
+        agent.proc.kill()  # SIGKILL: no cleanup at all
+        agent.proc.wait()
+        files = parquet_files(spool)
+        assert files
+        for f in files:  # every visible file is complete and readable
+            duckdb.connect().execute(f"SELECT count(*) FROM read_parquet('{f}')").fetchall()
+        leftovers = [os.path.join(d, f) for d, _, fs in os.walk(spool) for f in fs if f.endswith(".partial")]
+        partials += len(leftovers)
+        agent = Agent(spool, "--rotate-interval", "100ms")
+        time.sleep(0.5)  # its first health files
+        assert agent.status()["leftovers_removed"] == len(leftovers) if leftovers else True
+        assert not [f for d, _, fs in os.walk(spool) for f in fs if f.endswith(".partial") and os.path.join(d, f) in leftovers]
+        if leftovers:
+            assert "unfinished file(s)" in agent.stderr
+        assert agent.stop() == 0, agent.stderr
+    traffic.connections()
+    assert partials > 0, "no kill landed while files were open"
+    # the whole tree reads as one table
+    n = duckdb.connect().execute(f"SELECT count(*) FROM read_parquet('{spool}/table=rtt/**/*.parquet', hive_partitioning=true)").fetchall()[0][0]
+    assert n > 0
+
+
+def test_partitioned_tree_reads_with_one_glob_and_prunes_by_host_and_hour(net, tmp_path):
+    spool = tmp_path / "spool"
+    traffic = Traffic(net, 3)
+    agent = Agent(spool, "--rotate-interval", "1s")
+    time.sleep(3)
+    assert agent.stop() == 0, agent.stderr
+    traffic.connections()
+    con = duckdb.connect()
+    glob = f"{spool}/table=rtt/**/*.parquet"
+    (host, hour, date, rows), = con.execute(f"SELECT host, hour, date, count(*) FROM read_parquet('{glob}', hive_partitioning=true) GROUP BY ALL").fetchall()
+    assert rows > 0 and host == socket.gethostname()
+    # A second node's files for another hour: the same rows under other partition values.
+    other = spool / "table=rtt" / f"date={date}" / f"hour={(hour + 1) % 24}" / "host=node-b"
+    other.mkdir(parents=True)
+    con.execute(f"COPY (SELECT * REPLACE ('node-b' AS host) FROM read_parquet('{glob}')) TO '{other}/part-x.parquet'")
+    total_files = len(parquet_files(spool / "table=rtt"))
+    plan = con.execute(f"EXPLAIN ANALYZE SELECT count(*) FROM read_parquet('{glob}', hive_partitioning=true) "
+                       f"WHERE host = 'node-b' AND hour = {(hour + 1) % 24}").fetchall()[0][1]
+    assert f"Scanning Files: 1/{total_files}" in plan, plan
+    assert con.execute(f"SELECT count(*) FROM read_parquet('{glob}', hive_partitioning=true) WHERE host = 'node-b'").fetchall()[0][0] == rows
+    # `analyze` reads the same tree
+    proc = subprocess.run([BIN, "analyze", str(spool), "--no-report"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 hosts" in proc.stderr.splitlines()[0], proc.stderr
+
+
+def test_config_file_health_files_and_bad_settings(net, tmp_path):
+    spool = tmp_path / "spool"
+    config = tmp_path / "agent.toml"
+    config.write_text(f'out = "{spool}"\nrotate_interval = "500ms"\nno_gpu = true\nport = "{PORT}"\nrotate_size_mb = 64\n')
+    proc = subprocess.Popen([BIN, "agent", "--config", str(config), "--duration", "2s"], stderr=subprocess.PIPE, text=True)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 0, err
+    status = json.loads((spool / "status.json").read_text())
+    assert status["rotations_total"] >= 2 and status["upload_target"] is None
+    prom = (spool / "scaletrace.prom").read_text()
+    assert "# TYPE scaletrace_ring_drops_total counter" in prom and 'scaletrace_rotations_total{host="' in prom
+    assert {p.name.split("=")[1] for p in spool.glob("table=*")} >= {"capture", "interfaces"}
+
+    config.write_text('rotate_intervl = "5m"\n')
+    for args, expected in [
+        (["--config", str(config)], "unknown key `rotate_intervl`"),
+        (["--out", str(spool), "--upload", "http://bucket"], "expected s3://BUCKET"),
+        (["--out", str(spool), "--rotate-interval", "10ms"], "at least 100ms"),
+        (["--config", str(tmp_path / "missing.toml")], "reading config"),
+    ]:
+        p = subprocess.run([BIN, "agent", *args], capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and expected in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1, p.stderr
