@@ -63,7 +63,13 @@ impl Layout {
 /// Hive partition values cannot hold `/` or `=`; hostnames normally have neither.
 fn partition_value(v: &str) -> String {
     v.chars()
-        .map(|c| if matches!(c, '/' | '=' | '\\') { '_' } else { c })
+        .map(|c| {
+            if matches!(c, '/' | '=' | '\\') {
+                '_'
+            } else {
+                c
+            }
+        })
         .collect()
 }
 
@@ -86,8 +92,15 @@ mod tests {
             "/spool/table=rtt/date=2026-12-02/hour=22/host=gpu-07/part-gpu-07-20261202T220000Z-42-000003.parquet"
         );
         let n = l.next(1_796_252_400_000_000_000);
-        assert!(n.path("rtt").display().to_string().contains("hour=23/host=gpu-07/part-gpu-07-20261202T220000Z-42-000004"));
-        let r = Layout::PerRun { out: "/o".into(), run_id: "r".into() };
+        assert!(n
+            .path("rtt")
+            .display()
+            .to_string()
+            .contains("hour=23/host=gpu-07/part-gpu-07-20261202T220000Z-42-000004"));
+        let r = Layout::PerRun {
+            out: "/o".into(),
+            run_id: "r".into(),
+        };
         assert_eq!(r.path("flows"), PathBuf::from("/o/flows/r.parquet"));
         assert_eq!(partition_value("a/b=c"), "a_b_c");
     }

@@ -892,11 +892,31 @@ impl Table for InterfaceRow {
             str_col("run_id", "Run of `scaletrace record`.", |r| &r.run_id),
             str_col("name", "Interface name, e.g. `eth0`, `ib0`.", |r| &r.name),
             str_col("family", "`ipv4` or `ipv6`.", |r| &r.family),
-            str_col("addr", "Address, text form as in `flows.local_addr`.", |r| &r.addr),
-            u32_col("prefix_len", "bits", "Network prefix length.", |r| r.prefix_len),
-            opt_i64_col("numa_node", "", "NUMA node of the interface's PCI device (sysfs); null for virtual interfaces.", |r| r.numa_node),
-            opt_str_col("pci_bus_id", "PCI address of the device, e.g. `0000:17:00.0`; null for virtual interfaces.", |r| r.pci_bus_id.as_deref()),
-            opt_u32_col("speed_mbps", "Mbit/s", "Link speed (sysfs `speed`); null when unknown.", |r| r.speed_mbps),
+            str_col(
+                "addr",
+                "Address, text form as in `flows.local_addr`.",
+                |r| &r.addr,
+            ),
+            u32_col("prefix_len", "bits", "Network prefix length.", |r| {
+                r.prefix_len
+            }),
+            opt_i64_col(
+                "numa_node",
+                "",
+                "NUMA node of the interface's PCI device (sysfs); null for virtual interfaces.",
+                |r| r.numa_node,
+            ),
+            opt_str_col(
+                "pci_bus_id",
+                "PCI address of the device, e.g. `0000:17:00.0`; null for virtual interfaces.",
+                |r| r.pci_bus_id.as_deref(),
+            ),
+            opt_u32_col(
+                "speed_mbps",
+                "Mbit/s",
+                "Link speed (sysfs `speed`); null when unknown.",
+                |r| r.speed_mbps,
+            ),
             opt_u32_col("mtu", "bytes", "MTU.", |r| r.mtu),
         ]
     }

@@ -193,12 +193,7 @@ with tarfile.open(fileobj=io.BytesIO(data)) as t:
 "#
     );
     run(Command::new("python3").args(["-c", &script]))?;
-    run(Command::new("install").args([
-        "-m",
-        "0755",
-        &format!("{dir}/libduckdb.so"),
-        DUCKDB_LIB,
-    ]))?;
+    run(Command::new("install").args(["-m", "0755", &format!("{dir}/libduckdb.so"), DUCKDB_LIB]))?;
     let _ = std::fs::remove_dir_all(&dir);
     run(&mut Command::new("ldconfig"))
 }

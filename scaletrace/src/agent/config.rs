@@ -9,13 +9,13 @@ use anyhow::{bail, Context as _, Result};
 pub fn to_args(path: &Path, known: &[String]) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading config {}", path.display()))?;
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| anyhow::anyhow!("config {}: {}", path.display(), e.message()))?;
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        anyhow::anyhow!("config {}: {}", path.display(), e.message())
+    })?;
     let mut args = Vec::new();
     for (key, value) in table {
         let flag = key.replace('_', "-");
-        if flag == "config" || !known.iter().any(|k| *k == flag) {
+        if flag == "config" || !known.contains(&flag) {
             bail!("config {}: unknown key `{key}`", path.display());
         }
         let values = match value {
@@ -73,9 +73,16 @@ mod tests {
     use super::*;
 
     fn known() -> Vec<String> {
-        ["out", "rotate-interval", "port", "no-gpu", "nccl-lib", "upload"]
-            .map(String::from)
-            .to_vec()
+        [
+            "out",
+            "rotate-interval",
+            "port",
+            "no-gpu",
+            "nccl-lib",
+            "upload",
+        ]
+        .map(String::from)
+        .to_vec()
     }
 
     #[test]
@@ -87,15 +94,35 @@ mod tests {
             "out = \"/spool\"\nrotate_interval = \"5m\"\nno-gpu = true\nnccl_lib = [\"/a.so\", \"/b.so\"]\nport = 29500\n",
         )
         .unwrap();
-        let argv: Vec<String> = ["st", "agent", "--config", f.to_str().unwrap(), "--port", "1"]
-            .map(String::from)
-            .to_vec();
+        let argv: Vec<String> = [
+            "st",
+            "agent",
+            "--config",
+            f.to_str().unwrap(),
+            "--port",
+            "1",
+        ]
+        .map(String::from)
+        .to_vec();
         let got = expand(argv, "agent", &known()).unwrap();
         assert_eq!(
             got,
             [
-                "st", "agent", "--nccl-lib", "/a.so", "--nccl-lib", "/b.so", "--no-gpu", "--out",
-                "/spool", "--port", "29500", "--rotate-interval", "5m", "--port", "1"
+                "st",
+                "agent",
+                "--nccl-lib",
+                "/a.so",
+                "--nccl-lib",
+                "/b.so",
+                "--no-gpu",
+                "--out",
+                "/spool",
+                "--port",
+                "29500",
+                "--rotate-interval",
+                "5m",
+                "--port",
+                "1"
             ]
         );
     }
@@ -106,9 +133,15 @@ mod tests {
         let f = dir.path().join("a.toml");
         std::fs::write(&f, "rotate_intervl = \"5m\"\n").unwrap();
         let e = to_args(&f, &known()).unwrap_err();
-        assert!(e.to_string().contains("unknown key `rotate_intervl`"), "{e}");
+        assert!(
+            e.to_string().contains("unknown key `rotate_intervl`"),
+            "{e}"
+        );
         std::fs::write(&f, "out = \n").unwrap();
-        assert!(to_args(&f, &known()).unwrap_err().to_string().starts_with("config "));
+        assert!(to_args(&f, &known())
+            .unwrap_err()
+            .to_string()
+            .starts_with("config "));
         std::fs::write(&f, "[s3]\nx = 1\n").unwrap();
         assert!(to_args(&f, &known()).is_err());
         let argv: Vec<String> = ["st", "record", "--out", "x"].map(String::from).to_vec();

@@ -56,26 +56,110 @@ impl Health {
     pub fn prometheus(&self) -> String {
         let labels = format!("host=\"{}\"", self.host.replace(['"', '\\'], "_"));
         let metrics: [(&str, &str, f64, &str); 16] = [
-            ("scaletrace_uptime_seconds", "gauge", self.uptime_s, "Seconds since the agent started."),
-            ("scaletrace_events_total", "counter", self.events_total as f64, "Events read from the ring buffer."),
-            ("scaletrace_events_per_second", "gauge", self.events_per_s, "Events per second over the last status period."),
-            ("scaletrace_ring_drops_total", "counter", self.ring_drops_total as f64, "Events lost because the ring buffer was full."),
-            ("scaletrace_decode_errors_total", "counter", self.decode_errors_total as f64, "Ring buffer records that could not be decoded."),
-            ("scaletrace_flows_total", "counter", self.flows_total as f64, "Rows written to flows."),
-            ("scaletrace_rtt_samples_total", "counter", self.rtt_samples_total as f64, "Rows written to rtt."),
-            ("scaletrace_retransmits_total", "counter", self.retransmits_total as f64, "Rows written to retransmits."),
-            ("scaletrace_files_completed_total", "counter", self.files_completed_total as f64, "Parquet files completed (renamed into place)."),
-            ("scaletrace_rotations_total", "counter", self.rotations_total as f64, "File rotations."),
-            ("scaletrace_spool_files", "gauge", self.spool_files as f64, "Completed files waiting in the local spool."),
-            ("scaletrace_spool_bytes", "gauge", self.spool_bytes as f64, "Bytes of those files."),
-            ("scaletrace_uploaded_files_total", "counter", self.uploaded_files_total as f64, "Files uploaded and confirmed."),
-            ("scaletrace_upload_failures_total", "counter", self.upload_failures_total as f64, "Failed upload attempts."),
-            ("scaletrace_evicted_files_total", "counter", self.evicted_files_total as f64, "Files deleted unsent to keep the spool within its limits."),
-            ("scaletrace_last_upload_timestamp_seconds", "gauge", self.last_upload_utc.as_ref().map_or(0.0, |_| last_upload_s(self)), "UNIX time of the last confirmed upload (0: none)."),
+            (
+                "scaletrace_uptime_seconds",
+                "gauge",
+                self.uptime_s,
+                "Seconds since the agent started.",
+            ),
+            (
+                "scaletrace_events_total",
+                "counter",
+                self.events_total as f64,
+                "Events read from the ring buffer.",
+            ),
+            (
+                "scaletrace_events_per_second",
+                "gauge",
+                self.events_per_s,
+                "Events per second over the last status period.",
+            ),
+            (
+                "scaletrace_ring_drops_total",
+                "counter",
+                self.ring_drops_total as f64,
+                "Events lost because the ring buffer was full.",
+            ),
+            (
+                "scaletrace_decode_errors_total",
+                "counter",
+                self.decode_errors_total as f64,
+                "Ring buffer records that could not be decoded.",
+            ),
+            (
+                "scaletrace_flows_total",
+                "counter",
+                self.flows_total as f64,
+                "Rows written to flows.",
+            ),
+            (
+                "scaletrace_rtt_samples_total",
+                "counter",
+                self.rtt_samples_total as f64,
+                "Rows written to rtt.",
+            ),
+            (
+                "scaletrace_retransmits_total",
+                "counter",
+                self.retransmits_total as f64,
+                "Rows written to retransmits.",
+            ),
+            (
+                "scaletrace_files_completed_total",
+                "counter",
+                self.files_completed_total as f64,
+                "Parquet files completed (renamed into place).",
+            ),
+            (
+                "scaletrace_rotations_total",
+                "counter",
+                self.rotations_total as f64,
+                "File rotations.",
+            ),
+            (
+                "scaletrace_spool_files",
+                "gauge",
+                self.spool_files as f64,
+                "Completed files waiting in the local spool.",
+            ),
+            (
+                "scaletrace_spool_bytes",
+                "gauge",
+                self.spool_bytes as f64,
+                "Bytes of those files.",
+            ),
+            (
+                "scaletrace_uploaded_files_total",
+                "counter",
+                self.uploaded_files_total as f64,
+                "Files uploaded and confirmed.",
+            ),
+            (
+                "scaletrace_upload_failures_total",
+                "counter",
+                self.upload_failures_total as f64,
+                "Failed upload attempts.",
+            ),
+            (
+                "scaletrace_evicted_files_total",
+                "counter",
+                self.evicted_files_total as f64,
+                "Files deleted unsent to keep the spool within its limits.",
+            ),
+            (
+                "scaletrace_last_upload_timestamp_seconds",
+                "gauge",
+                self.last_upload_utc
+                    .as_ref()
+                    .map_or(0.0, |_| last_upload_s(self)),
+                "UNIX time of the last confirmed upload (0: none).",
+            ),
         ];
         let mut out = String::new();
         for (name, kind, value, help) in metrics {
-            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{{labels}}} {value}\n"));
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{{labels}}} {value}\n"
+            ));
         }
         out
     }
@@ -112,7 +196,9 @@ mod tests {
             ..Default::default()
         };
         let text = h.prometheus();
-        assert!(text.contains("# TYPE scaletrace_events_total counter\nscaletrace_events_total{host=\"n1\"} 42\n"));
+        assert!(text.contains(
+            "# TYPE scaletrace_events_total counter\nscaletrace_events_total{host=\"n1\"} 42\n"
+        ));
         assert!(text.contains("scaletrace_last_upload_timestamp_seconds{host=\"n1\"} 1796248800\n"));
         assert_eq!(text.matches("# HELP").count(), 16);
         let d = tempfile::tempdir().unwrap();

@@ -89,7 +89,10 @@ pub fn run(args: AgentArgs) -> Result<()> {
     }
     let status_dir = args.status_dir.clone().unwrap_or_else(|| out.clone());
     std::fs::create_dir_all(&status_dir).map_err(|e| {
-        anyhow::anyhow!("--status-dir {}: cannot create it: {e}", status_dir.display())
+        anyhow::anyhow!(
+            "--status-dir {}: cannot create it: {e}",
+            status_dir.display()
+        )
     })?;
     match &target {
         Some(t) => log::info!("uploading completed files to {}", t.description),

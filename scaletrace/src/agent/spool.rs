@@ -86,7 +86,12 @@ pub fn delete(root: &Path, file: &Path) -> std::io::Result<()> {
 
 /// The files to drop so the spool fits `max_bytes` and nothing is older than `max_age`:
 /// the oldest go first.
-pub fn over_limits(files: &[SpoolFile], max_bytes: u64, max_age: Duration, now: SystemTime) -> Vec<SpoolFile> {
+pub fn over_limits(
+    files: &[SpoolFile],
+    max_bytes: u64,
+    max_age: Duration,
+    now: SystemTime,
+) -> Vec<SpoolFile> {
     let mut total: u64 = files.iter().map(|f| f.bytes).sum();
     let mut out = Vec::new();
     for f in files {
@@ -200,7 +205,10 @@ async fn upload(target: &Target, f: &SpoolFile) -> Result<()> {
         .await
         .with_context(|| format!("confirming {key}"))?;
     if meta.size != size {
-        bail!("{key}: the store holds {} bytes, expected {size}", meta.size);
+        bail!(
+            "{key}: the store holds {} bytes, expected {size}",
+            meta.size
+        );
     }
     Ok(())
 }
@@ -216,12 +224,18 @@ async fn pass(cfg: &SpoolConfig, stats: &SpoolStats) -> bool {
                 "spool over its limits: deleted {} ({} bytes){}",
                 f.key,
                 f.bytes,
-                if cfg.target.is_some() { " without uploading it" } else { "" }
+                if cfg.target.is_some() {
+                    " without uploading it"
+                } else {
+                    ""
+                }
             );
         }
     }
     let files = completed(&cfg.root);
-    stats.spool_files.store(files.len() as u64, Ordering::Relaxed);
+    stats
+        .spool_files
+        .store(files.len() as u64, Ordering::Relaxed);
     stats
         .spool_bytes
         .store(files.iter().map(|f| f.bytes).sum(), Ordering::Relaxed);
@@ -236,14 +250,18 @@ async fn pass(cfg: &SpoolConfig, stats: &SpoolStats) -> bool {
                 }
                 stats.uploaded_files.fetch_add(1, Ordering::Relaxed);
                 stats.uploaded_bytes.fetch_add(f.bytes, Ordering::Relaxed);
-                stats
-                    .last_upload_ns
-                    .store(crate::clock::now_ns(libc::CLOCK_REALTIME) as u64, Ordering::Relaxed);
+                stats.last_upload_ns.store(
+                    crate::clock::now_ns(libc::CLOCK_REALTIME) as u64,
+                    Ordering::Relaxed,
+                );
                 stats.spool_files.fetch_sub(1, Ordering::Relaxed);
                 stats.spool_bytes.fetch_sub(f.bytes, Ordering::Relaxed);
                 let recovered = stats.last_error.lock().unwrap().take();
                 if let Some(was) = recovered {
-                    log::info!("uploads to {} work again (after: {was})", target.description);
+                    log::info!(
+                        "uploads to {} work again (after: {was})",
+                        target.description
+                    );
                 }
             }
             Err(e) => {
@@ -304,7 +322,8 @@ impl Spool {
                         }
                     }
                     // Last files of the run: keep trying until the deadline the caller set.
-                    let deadline = Instant::now() + Duration::from_nanos(drain2.load(Ordering::Relaxed));
+                    let deadline =
+                        Instant::now() + Duration::from_nanos(drain2.load(Ordering::Relaxed));
                     let mut backoff = Duration::from_millis(500);
                     while !pass(&cfg, &stats2).await && Instant::now() + backoff < deadline {
                         tokio::time::sleep(backoff).await;
@@ -323,7 +342,8 @@ impl Spool {
 
     /// Stops after trying, for up to `drain`, to upload what is left.
     pub fn finish(self, drain: Duration) -> Arc<SpoolStats> {
-        self.drain_ns.store(drain.as_nanos() as u64, Ordering::Relaxed);
+        self.drain_ns
+            .store(drain.as_nanos() as u64, Ordering::Relaxed);
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.thread.join();
         self.stats
@@ -336,7 +356,10 @@ mod tests {
 
     #[test]
     fn s3_urls() {
-        assert_eq!(parse_s3_url("s3://b/p/q/").unwrap(), ("b".into(), "p/q".into()));
+        assert_eq!(
+            parse_s3_url("s3://b/p/q/").unwrap(),
+            ("b".into(), "p/q".into())
+        );
         assert_eq!(parse_s3_url("s3://b").unwrap(), ("b".into(), "".into()));
         assert!(parse_s3_url("http://b").is_err());
         assert!(parse_s3_url("s3:///x").is_err());
@@ -353,8 +376,14 @@ mod tests {
         };
         let files = vec![f("a", 50, 300), f("b", 50, 200), f("c", 50, 100)];
         let keys = |v: Vec<SpoolFile>| v.into_iter().map(|f| f.key).collect::<Vec<_>>();
-        assert_eq!(keys(over_limits(&files, 100, Duration::from_secs(1000), t0)), ["a"]);
-        assert_eq!(keys(over_limits(&files, 1000, Duration::from_secs(150), t0)), ["a", "b"]);
+        assert_eq!(
+            keys(over_limits(&files, 100, Duration::from_secs(1000), t0)),
+            ["a"]
+        );
+        assert_eq!(
+            keys(over_limits(&files, 1000, Duration::from_secs(150), t0)),
+            ["a", "b"]
+        );
         assert!(over_limits(&files, 150, Duration::from_secs(1000), t0).is_empty());
     }
 
@@ -370,7 +399,10 @@ mod tests {
         assert_eq!(remove_leftovers(root), 1);
         let files = completed(root);
         assert_eq!(files.len(), 1);
-        assert_eq!(files[0].key, "table=rtt/date=2026-12-02/hour=22/host=h/part-1.parquet");
+        assert_eq!(
+            files[0].key,
+            "table=rtt/date=2026-12-02/hour=22/host=h/part-1.parquet"
+        );
         assert_eq!(files[0].bytes, 4);
         delete(root, &files[0].path).unwrap();
         assert!(!root.join("table=rtt").exists());

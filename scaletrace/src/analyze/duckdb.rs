@@ -55,7 +55,10 @@ fn candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
     if let Some(p) = std::env::var_os("SCALETRACE_DUCKDB_LIB") {
         out.push(PathBuf::from(p));
     }
-    if let Some(dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)) {
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
         out.push(dir.join("libduckdb.so"));
         out.push(dir.join("../lib/libduckdb.so"));
     }
@@ -95,7 +98,10 @@ impl DuckDb {
             let open: Symbol<unsafe extern "C" fn(*const c_char, *mut Handle) -> i32> =
                 sym(&lib, b"duckdb_open\0")?;
             if open(std::ptr::null(), &mut db) != SUCCESS {
-                bail!("DuckDB ({}) could not open an in-memory database", library.display());
+                bail!(
+                    "DuckDB ({}) could not open an in-memory database",
+                    library.display()
+                );
             }
             let connect: Symbol<unsafe extern "C" fn(Handle, *mut Handle) -> i32> =
                 sym(&lib, b"duckdb_connect\0")?;
@@ -142,7 +148,7 @@ impl DuckDb {
                     CStr::from_ptr(msg).to_string_lossy().into_owned()
                 };
                 destroy(&mut result);
-                return Err(anyhow!("{}", msg.lines().next().unwrap_or("").to_string()));
+                return Err(anyhow!("{}", msg.lines().next().unwrap_or("")));
             }
             let rows: Symbol<unsafe extern "C" fn(*mut RawResult) -> u64> =
                 sym(&self.lib, b"duckdb_row_count\0")?;
@@ -152,7 +158,10 @@ impl DuckDb {
                 sym(&self.lib, b"duckdb_value_varchar\0")?;
             let free: Symbol<unsafe extern "C" fn(*mut c_void)> = sym(&self.lib, b"duckdb_free\0")?;
             let mut cell = None;
-            if result.deprecated_column_count > 0 && rows(&mut result) > 0 && !is_null(&mut result, 0, 0) {
+            if result.deprecated_column_count > 0
+                && rows(&mut result) > 0
+                && !is_null(&mut result, 0, 0)
+            {
                 let p = varchar(&mut result, 0, 0);
                 if !p.is_null() {
                     cell = Some(CStr::from_ptr(p).to_string_lossy().into_owned());
@@ -198,10 +207,14 @@ impl Drop for DuckDb {
     fn drop(&mut self) {
         // SAFETY: handles were created by duckdb_connect/duckdb_open and are closed once.
         unsafe {
-            if let Ok(disconnect) = sym::<unsafe extern "C" fn(*mut Handle)>(&self.lib, b"duckdb_disconnect\0") {
+            if let Ok(disconnect) =
+                sym::<unsafe extern "C" fn(*mut Handle)>(&self.lib, b"duckdb_disconnect\0")
+            {
                 disconnect(&mut self.conn);
             }
-            if let Ok(close) = sym::<unsafe extern "C" fn(*mut Handle)>(&self.lib, b"duckdb_close\0") {
+            if let Ok(close) =
+                sym::<unsafe extern "C" fn(*mut Handle)>(&self.lib, b"duckdb_close\0")
+            {
                 close(&mut self.db);
             }
         }

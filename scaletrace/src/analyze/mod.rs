@@ -91,19 +91,54 @@ pub struct Finding {
 
 /// What each category is about and the tables it needs (any one of a group).
 pub const CATEGORIES: [(&str, &str, &[&[&str]]); 8] = [
-    ("retransmits", "Retransmit hot spots (per peer, interface, flow)", &[&["flows"]]),
+    (
+        "retransmits",
+        "Retransmit hot spots (per peer, interface, flow)",
+        &[&["flows"]],
+    ),
     ("loss_burst", "Loss bursts", &[&["retransmits"], &["rtt"]]),
-    ("latency", "Latency: tail outliers and queueing", &[&["rtt"], &["flows"]]),
-    ("contention", "Contention: flows sharing a NIC or peer degrading together", &[&["rtt"], &["flows"]]),
-    ("straggler", "Straggler ranks", &[&["gpu_events", "nccl_calls"]]),
-    ("sync_amplification", "Synchronization amplification", &[&["gpu_events", "nccl_calls"]]),
-    ("locality", "GPU-NIC locality", &[&["gpu_events"], &["gpu_devices"]]),
-    ("gpu_idle", "GPU idle while collectives run, with the network at the time", &[&["gpu_events"]]),
+    (
+        "latency",
+        "Latency: tail outliers and queueing",
+        &[&["rtt"], &["flows"]],
+    ),
+    (
+        "contention",
+        "Contention: flows sharing a NIC or peer degrading together",
+        &[&["rtt"], &["flows"]],
+    ),
+    (
+        "straggler",
+        "Straggler ranks",
+        &[&["gpu_events", "nccl_calls"]],
+    ),
+    (
+        "sync_amplification",
+        "Synchronization amplification",
+        &[&["gpu_events", "nccl_calls"]],
+    ),
+    (
+        "locality",
+        "GPU-NIC locality",
+        &[&["gpu_events"], &["gpu_devices"]],
+    ),
+    (
+        "gpu_idle",
+        "GPU idle while collectives run, with the network at the time",
+        &[&["gpu_events"]],
+    ),
 ];
 
 /// Broadest first: a peer or NIC explains its flows.
 const SCOPE_ORDER: [&str; 8] = [
-    "peer", "interface", "flow", "window", "tail_outlier", "queueing", "rank", "collective",
+    "peer",
+    "interface",
+    "flow",
+    "window",
+    "tail_outlier",
+    "queueing",
+    "rank",
+    "collective",
 ];
 
 /// Why a category cannot be analyzed, if it cannot.
@@ -204,16 +239,16 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         scopes.sort_by_key(|s| SCOPE_ORDER.iter().position(|o| o == s));
         scopes.dedup();
         for scope in scopes {
-            for f in of
-                .iter()
-                .filter(|f| f.scope == scope)
-                .take(args.top.max(1))
-            {
+            for f in of.iter().filter(|f| f.scope == scope).take(args.top.max(1)) {
                 let _ = writeln!(err, "  {}. [{}] {}", f.rank_in_scope, f.scope, f.summary);
             }
             let more = of.iter().filter(|f| f.scope == scope).count();
             if more > args.top.max(1) {
-                let _ = writeln!(err, "     ... {} more {scope} findings in the report", more - args.top.max(1));
+                let _ = writeln!(
+                    err,
+                    "     ... {} more {scope} findings in the report",
+                    more - args.top.max(1)
+                );
             }
         }
     }

@@ -4,23 +4,91 @@ use anyhow::{bail, Result};
 
 /// (name, default, meaning)
 const DEFAULTS: [(&str, f64, &str); 17] = [
-    ("degraded_rtt_inflation", 2.0, "a flow window is degraded when its median RTT is this many times the flow's base RTT"),
-    ("collapse_throughput_ratio", 0.5, "... or when its throughput falls below this share of the flow's median"),
-    ("min_retransmits", 20.0, "retransmit hot spots need at least this many retransmits"),
-    ("min_retrans_ratio", 0.0001, "... and this share of data segments (or a throughput collapse with them)"),
-    ("burst_min_retransmits", 20.0, "a loss burst is a window with at least this many retransmits on a host"),
-    ("burst_peak_ratio", 10.0, "... and this many times the host's mean window (+1)"),
-    ("min_rtt_samples", 20.0, "flows with fewer RTT samples are not judged on latency"),
-    ("tail_outlier_ratio", 3.0, "a flow's RTT p99 this many times the fleet median p99 is an outlier"),
-    ("min_together_windows", 3.0, "flows sharing a NIC or peer must degrade together in this many windows"),
-    ("min_spread_us", 100.0, "collective steps whose arrival spread is below this (µs) are in sync"),
-    ("min_spread_fraction", 0.1, "... or below this share of the median step"),
-    ("min_straggler_steps", 3.0, "a straggler arrives last (and late) in at least this many steps"),
-    ("min_straggler_share", 0.25, "... and in this share of all steps (at least 2/ranks)"),
-    ("sync_wait_fraction", 0.3, "a collective amplifies when its fastest rank waits this share of each step"),
-    ("idle_collective_fraction", 0.5, "a GPU window is waiting on collectives when they fill this share of it"),
-    ("idle_compute_fraction", 0.25, "... and other kernels fill at most this share"),
-    ("min_idle_windows", 2.0, "ranks waiting on collectives in fewer windows are not reported"),
+    (
+        "degraded_rtt_inflation",
+        2.0,
+        "a flow window is degraded when its median RTT is this many times the flow's base RTT",
+    ),
+    (
+        "collapse_throughput_ratio",
+        0.5,
+        "... or when its throughput falls below this share of the flow's median",
+    ),
+    (
+        "min_retransmits",
+        20.0,
+        "retransmit hot spots need at least this many retransmits",
+    ),
+    (
+        "min_retrans_ratio",
+        0.0001,
+        "... and this share of data segments (or a throughput collapse with them)",
+    ),
+    (
+        "burst_min_retransmits",
+        20.0,
+        "a loss burst is a window with at least this many retransmits on a host",
+    ),
+    (
+        "burst_peak_ratio",
+        10.0,
+        "... and this many times the host's mean window (+1)",
+    ),
+    (
+        "min_rtt_samples",
+        20.0,
+        "flows with fewer RTT samples are not judged on latency",
+    ),
+    (
+        "tail_outlier_ratio",
+        3.0,
+        "a flow's RTT p99 this many times the fleet median p99 is an outlier",
+    ),
+    (
+        "min_together_windows",
+        3.0,
+        "flows sharing a NIC or peer must degrade together in this many windows",
+    ),
+    (
+        "min_spread_us",
+        100.0,
+        "collective steps whose arrival spread is below this (µs) are in sync",
+    ),
+    (
+        "min_spread_fraction",
+        0.1,
+        "... or below this share of the median step",
+    ),
+    (
+        "min_straggler_steps",
+        3.0,
+        "a straggler arrives last (and late) in at least this many steps",
+    ),
+    (
+        "min_straggler_share",
+        0.25,
+        "... and in this share of all steps (at least 2/ranks)",
+    ),
+    (
+        "sync_wait_fraction",
+        0.3,
+        "a collective amplifies when its fastest rank waits this share of each step",
+    ),
+    (
+        "idle_collective_fraction",
+        0.5,
+        "a GPU window is waiting on collectives when they fill this share of it",
+    ),
+    (
+        "idle_compute_fraction",
+        0.25,
+        "... and other kernels fill at most this share",
+    ),
+    (
+        "min_idle_windows",
+        2.0,
+        "ranks waiting on collectives in fewer windows are not reported",
+    ),
 ];
 
 #[derive(Debug, Clone)]
@@ -63,7 +131,8 @@ impl Params {
             self.window_us
         ));
         let last = self.values.len() - 1;
-        for (i, ((name, value), (_, _, doc))) in self.values.iter().zip(DEFAULTS.iter()).enumerate() {
+        for (i, ((name, value), (_, _, doc))) in self.values.iter().zip(DEFAULTS.iter()).enumerate()
+        {
             let end = if i == last { ";" } else { "," };
             out.push_str(&format!("    {value:?}::DOUBLE AS {name}{end} -- {doc}\n"));
         }

@@ -49,7 +49,11 @@ struct HostPoint {
     retransmits: f64,
 }
 
-fn series_by<T>(rows: &[T], key: impl Fn(&T) -> &str, point: impl Fn(&T) -> Option<(f64, f64)>) -> Vec<Series> {
+fn series_by<T>(
+    rows: &[T],
+    key: impl Fn(&T) -> &str,
+    point: impl Fn(&T) -> Option<(f64, f64)>,
+) -> Vec<Series> {
     let mut by: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for r in rows {
         if let Some(p) = point(r) {
@@ -95,7 +99,11 @@ fn charts(db: &DuckDb) -> Result<Vec<(String, String)>> {
             "Median RTT per window: flows with the worst tails or most retransmits",
             "seconds since the first window",
             "RTT (µs, log)",
-            &series_by(&flow_points, |p| &p.label, |p| p.srtt_p50_us.map(|v| (p.x, v))),
+            &series_by(
+                &flow_points,
+                |p| &p.label,
+                |p| p.srtt_p50_us.map(|v| (p.x, v)),
+            ),
             true,
         ),
     ));
@@ -105,13 +113,17 @@ fn charts(db: &DuckDb) -> Result<Vec<(String, String)>> {
             "Throughput per window (same flows)",
             "seconds since the first window",
             "Gbit/s",
-            &series_by(&flow_points, |p| &p.label, |p| {
-                p.throughput_bps.map(|v| (p.x, v / 1e9))
-            }),
+            &series_by(
+                &flow_points,
+                |p| &p.label,
+                |p| p.throughput_bps.map(|v| (p.x, v / 1e9)),
+            ),
             false,
         ),
     ));
-    let levels: Vec<String> = (0..=50).map(|i| format!("{:.2}", i as f64 / 50.0)).collect();
+    let levels: Vec<String> = (0..=50)
+        .map(|i| format!("{:.2}", i as f64 / 50.0))
+        .collect();
     let quantiles: Vec<Quantiles> = db.rows(&format!(
         "SELECT f.flow_label AS label, quantile_cont(r.srtt_us, [{}]) AS q
          FROM rtt r JOIN ({FOCUS_FLOWS}) f USING (host, flow_id) GROUP BY f.flow_label",
@@ -131,7 +143,13 @@ fn charts(db: &DuckDb) -> Result<Vec<(String, String)>> {
         .collect();
     out.push((
         "RTT distribution".to_string(),
-        line_chart("RTT by percentile (same flows)", "percentile", "RTT (µs, log)", &cdf, true),
+        line_chart(
+            "RTT by percentile (same flows)",
+            "percentile",
+            "RTT (µs, log)",
+            &cdf,
+            true,
+        ),
     ));
     let hosts: Vec<HostPoint> = db.rows(&format!(
         "SELECT host, epoch(window_start) - epoch({t0}) AS x, sum(retransmits)::DOUBLE AS retransmits

@@ -229,7 +229,10 @@ mod tests {
             p("/b", "table=flows/date=x/host=h/p.parquet"),
             "/b/table=flows/**/*.parquet"
         );
-        assert_eq!(p("/b/table=flows", "date=x/p.parquet"), "/b/table=flows/**/*.parquet");
+        assert_eq!(
+            p("/b/table=flows", "date=x/p.parquet"),
+            "/b/table=flows/**/*.parquet"
+        );
     }
 
     #[test]

@@ -26,7 +26,8 @@ pub fn escape(s: &str) -> String {
 
 /// Round tick values covering [lo, hi].
 fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
-    if !(hi > lo) {
+    // also catches NaN bounds
+    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
         return vec![lo];
     }
     let raw = (hi - lo) / n as f64;
@@ -90,7 +91,13 @@ fn open_svg(out: &mut String, title: &str) {
 }
 
 /// Lines over a shared x axis; `log_y` plots log10 of positive values.
-pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series], log_y: bool) -> String {
+pub fn line_chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    log_y: bool,
+) -> String {
     let tf = |y: f64| if log_y { y.max(1e-9).log10() } else { y };
     let all: Vec<(f64, f64)> = series
         .iter()
@@ -132,16 +139,29 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series], 
         let _ = write!(
             out,
             r##"<line x1="{0:.1}" y1="{1:.1}" x2="{0:.1}" y2="{2:.1}" stroke="#ddd"/><text x="{0:.1}" y="{3:.1}" text-anchor="middle">{4}</text>"##,
-            sx(t), TOP, TOP + ph, TOP + ph + 14.0, label(t)
+            sx(t),
+            TOP,
+            TOP + ph,
+            TOP + ph + 14.0,
+            label(t)
         );
     }
-    let y_ticks = if log_y { log_ticks(y0, y1) } else { ticks(y0, y1, 5) };
+    let y_ticks = if log_y {
+        log_ticks(y0, y1)
+    } else {
+        ticks(y0, y1, 5)
+    };
     for t in y_ticks {
         let shown = if log_y { 10f64.powf(t) } else { t };
         let _ = write!(
             out,
             r##"<line x1="{0:.1}" y1="{1:.1}" x2="{2:.1}" y2="{1:.1}" stroke="#ddd"/><text x="{3:.1}" y="{4:.1}" text-anchor="end">{5}</text>"##,
-            LEFT, sy(t), LEFT + pw, LEFT - 4.0, sy(t) + 4.0, label(shown)
+            LEFT,
+            sy(t),
+            LEFT + pw,
+            LEFT - 4.0,
+            sy(t) + 4.0,
+            label(shown)
         );
     }
     let _ = write!(
@@ -219,7 +239,11 @@ pub fn heatmap(
             let fill = match v {
                 None => "#cccccc".to_string(),
                 Some(v) => {
-                    let t = if max > 0.0 { (v / max).clamp(0.0, 1.0) } else { 0.0 };
+                    let t = if max > 0.0 {
+                        (v / max).clamp(0.0, 1.0)
+                    } else {
+                        0.0
+                    };
                     let gb = (255.0 * (1.0 - t)).round() as u8;
                     format!("rgb(255,{gb},{gb})")
                 }
@@ -295,8 +319,14 @@ mod tests {
     #[test]
     fn line_chart_draws_one_polyline_per_series_and_escapes_names() {
         let s = vec![
-            Series { name: "a<b".into(), points: vec![(0.0, 1.0), (1.0, 2.0)] },
-            Series { name: "c".into(), points: vec![(0.0, 3.0), (1.0, f64::NAN)] },
+            Series {
+                name: "a<b".into(),
+                points: vec![(0.0, 1.0), (1.0, 2.0)],
+            },
+            Series {
+                name: "c".into(),
+                points: vec![(0.0, 3.0), (1.0, f64::NAN)],
+            },
         ];
         let svg = line_chart("t", "x", "y", &s, true);
         assert_eq!(svg.matches("<polyline").count(), 2);

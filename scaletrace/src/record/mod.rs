@@ -16,8 +16,8 @@ use tokio::{
 };
 
 pub use args::RecordArgs;
-use sinks::Sinks;
 use service::{Rotation, Service};
+use sinks::Sinks;
 use status::StatusLine;
 
 use crate::{

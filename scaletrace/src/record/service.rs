@@ -37,11 +37,15 @@ impl Service {
     pub fn start(run: AgentRun, host: &str, run_id: &str, gpu_output: GpuOutput) -> Result<Self> {
         let spool = Spool::start(crate::agent::spool::SpoolConfig {
             root: run.spool.root.clone(),
-            target: run.spool.target.as_ref().map(|t| crate::agent::spool::Target {
-                store: t.store.clone(),
-                prefix: t.prefix.clone(),
-                description: t.description.clone(),
-            }),
+            target: run
+                .spool
+                .target
+                .as_ref()
+                .map(|t| crate::agent::spool::Target {
+                    store: t.store.clone(),
+                    prefix: t.prefix.clone(),
+                    description: t.description.clone(),
+                }),
             max_bytes: run.spool.max_bytes,
             max_age: run.spool.max_age,
         })?;
@@ -75,7 +79,9 @@ impl Service {
     fn update_health(&mut self, sinks: &Sinks, k: &KernelCounters, stats: &SpoolStats) {
         let h = &mut self.health;
         let dt = self.last_health.elapsed().as_secs_f64().max(1e-3);
-        h.updated_utc = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string();
+        h.updated_utc = chrono::Utc::now()
+            .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+            .to_string();
         h.uptime_s = self.started.elapsed().as_secs_f64();
         h.events_per_s = (sinks.events - self.last_events) as f64 / dt;
         h.events_total = sinks.events;
@@ -100,21 +106,28 @@ impl Service {
         self.health.add_spool(&stats);
         self.health.rotations_total = self.rotations;
         self.health.uptime_s = self.started.elapsed().as_secs_f64();
-        self.health.updated_utc = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string();
+        self.health.updated_utc = chrono::Utc::now()
+            .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+            .to_string();
         if let Err(e) = self.health.write(&self.run.status_dir) {
             log::warn!("health files: {e:#}");
         }
         let h = &self.health;
         match &h.upload_target {
-            Some(t) => format!(
+            Some(t) => {
+                format!(
                 "{} rotations; uploaded {} files ({:.1} MB) to {t}; {} files left in the spool{}",
                 self.rotations,
                 h.uploaded_files_total,
                 h.uploaded_bytes_total as f64 / 1e6,
                 h.spool_files,
                 if h.spool_files > 0 { " (uploaded at the next start)" } else { "" }
+            )
+            }
+            None => format!(
+                "{} rotations; {} files in the spool",
+                self.rotations, h.spool_files
             ),
-            None => format!("{} rotations; {} files in the spool", self.rotations, h.spool_files),
         }
     }
 }
@@ -131,7 +144,9 @@ impl Rotation<'_> {
     /// The housekeeping period: fast enough for the rotation interval.
     pub fn tick(&self) -> Duration {
         match &self.service {
-            Some(s) => (s.run.rotate_interval / 2).clamp(Duration::from_millis(50), Duration::from_secs(1)),
+            Some(s) => {
+                (s.run.rotate_interval / 2).clamp(Duration::from_millis(50), Duration::from_secs(1))
+            }
             None => Duration::from_secs(1),
         }
     }

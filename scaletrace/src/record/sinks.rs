@@ -236,8 +236,18 @@ impl Sinks {
                 let row = self.assembler.flow(&e.stats, e.header.ts_ns);
                 self.writers.as_mut().context(CLOSED)?.flows.push(row)
             }
-            Event::RttSample(e) => self.writers.as_mut().context(CLOSED)?.rtt.push(self.assembler.rtt(&e)),
-            Event::Retransmit(e) => self.writers.as_mut().context(CLOSED)?.retransmits.push(self.assembler.retransmit(&e)),
+            Event::RttSample(e) => self
+                .writers
+                .as_mut()
+                .context(CLOSED)?
+                .rtt
+                .push(self.assembler.rtt(&e)),
+            Event::Retransmit(e) => self
+                .writers
+                .as_mut()
+                .context(CLOSED)?
+                .retransmits
+                .push(self.assembler.retransmit(&e)),
             Event::StateChange(e) => {
                 let row = self.assembler.state_change(&e);
                 self.writers.as_mut().context(CLOSED)?.states.push(row)
@@ -252,7 +262,8 @@ impl Sinks {
             }
             Event::VerbsCompletion(e) => {
                 let clock = self.clock;
-                let row = crate::verbs::completion_row(&e, &self.node.hostname, |m| clock.to_utc_ns(m));
+                let row =
+                    crate::verbs::completion_row(&e, &self.node.hostname, |m| clock.to_utc_ns(m));
                 self.writers.as_mut().context(CLOSED)?.completions.push(row)
             }
             Event::NcclCall(e) => {
@@ -308,7 +319,15 @@ impl Sinks {
         let writers = Writers::create(&next, &self.metadata)?;
         let old = self.writers.replace(writers).context(CLOSED)?;
         let old_layout = std::mem::replace(&mut self.layout, next);
-        let result = self.close_interval(old, &old_layout, counters, hooks, clock_start, end_utc, None);
+        let result = self.close_interval(
+            old,
+            &old_layout,
+            counters,
+            hooks,
+            clock_start,
+            end_utc,
+            None,
+        );
         self.interval_start_utc = end_utc;
         self.counters_at_interval_start = counters.clone();
         self.decode_errors_at_interval_start = self.decode_errors;
@@ -478,7 +497,15 @@ impl Sinks {
         let end_utc = now_ns(libc::CLOCK_REALTIME);
         let layout = self.layout.clone();
         let writers = self.writers.take().context(CLOSED)?;
-        let capture = self.close_interval(writers, &layout, &counters, hooks, clock_start, end_utc, Some(maps));
+        let capture = self.close_interval(
+            writers,
+            &layout,
+            &counters,
+            hooks,
+            clock_start,
+            end_utc,
+            Some(maps),
+        );
         let ring_drops = counters.ring_drops();
         let summary = format!(
             "{} flows ({} still open), {} RTT samples, {} retransmits, {} state changes, {} events lost to a full ring buffer; {} files under {}",
