@@ -181,6 +181,23 @@ pub struct Overview {
     pub last: Option<String>,
 }
 
+impl Overview {
+    /// "4 hosts, 16 flows, ... 2026-01-01 00:00:00 .. 2026-01-01 00:00:29 UTC"
+    pub fn describe(&self) -> String {
+        format!(
+            "{} hosts, {} flows, {} RTT samples, {} retransmits, {} ranks, {} GPU events; {} .. {} UTC",
+            self.hosts,
+            self.flows,
+            self.rtt_samples,
+            self.retransmits,
+            self.ranks,
+            self.gpu_events,
+            self.first.as_deref().unwrap_or("?"),
+            self.last.as_deref().unwrap_or("?"),
+        )
+    }
+}
+
 const OVERVIEW_SQL: &str = "SELECT
     (SELECT count(DISTINCT host) FROM (SELECT host FROM flows UNION SELECT host FROM rtt UNION SELECT host FROM gpu_events UNION SELECT host FROM nccl_calls)) AS hosts,
     (SELECT count(*) FROM flows) AS flows,
@@ -212,16 +229,9 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(
         err,
-        "scaletrace analyze: {} files, {} hosts, {} flows, {} RTT samples, {} retransmits, {} ranks, {} GPU events; {} .. {} UTC",
+        "scaletrace analyze: {} files, {}",
         sources.total_files(),
-        overview.hosts,
-        overview.flows,
-        overview.rtt_samples,
-        overview.retransmits,
-        overview.ranks,
-        overview.gpu_events,
-        overview.first.as_deref().unwrap_or("?"),
-        overview.last.as_deref().unwrap_or("?"),
+        overview.describe()
     );
     let mut not_analyzed = Vec::new();
     for (category, title, needs) in CATEGORIES {

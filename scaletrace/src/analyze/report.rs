@@ -221,15 +221,8 @@ pub fn render(
     );
     let _ = write!(
         h,
-        "<h1>scaletrace analysis</h1><p>{} hosts, {} flows, {} RTT samples, {} retransmits, {} ranks, {} GPU events, {} .. {} UTC; window {}; sources: {}</p>",
-        overview.hosts,
-        overview.flows,
-        overview.rtt_samples,
-        overview.retransmits,
-        overview.ranks,
-        overview.gpu_events,
-        escape(overview.first.as_deref().unwrap_or("?")),
-        escape(overview.last.as_deref().unwrap_or("?")),
+        "<h1>scaletrace analysis</h1><p>{}; window {}; sources: {}</p>",
+        escape(&overview.describe()),
         humantime::format_duration(args.window),
         escape(&args.paths.join(", "))
     );
