@@ -213,6 +213,18 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
     let sources = sources::discover(&args.paths)?;
     let params = Params::new(args.window, &args.set)?;
     let db = DuckDb::open(args.duckdb_lib.as_deref())?;
+    // A fleet's worth of Parquet takes a while: show that something is happening.
+    let spinner = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+        let s =
+            indicatif::ProgressBar::new_spinner().with_finish(indicatif::ProgressFinish::AndClear);
+        s.set_message(format!(
+            "analyzing {} files with DuckDB {}",
+            sources.total_files(),
+            db.version()
+        ));
+        s.enable_steady_tick(Duration::from_millis(120));
+        s
+    });
     log::debug!("DuckDB {} from {}", db.version(), db.library.display());
     db.execute(&script(&sources, &params))
         .context("creating the analysis views")?;
@@ -226,6 +238,9 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         .rows("SELECT * FROM findings")
         .context("running the diagnoses")?;
 
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
     let mut err = std::io::stderr().lock();
     let _ = writeln!(
         err,
