@@ -2,6 +2,7 @@
 mod agent;
 mod analyze;
 mod assemble;
+mod atomic_file;
 mod clock;
 mod columns;
 mod decode;

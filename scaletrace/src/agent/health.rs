@@ -3,10 +3,11 @@
 //! collector. Both are replaced atomically.
 use std::{path::Path, sync::atomic::Ordering};
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use serde::Serialize;
 
 use super::spool::SpoolStats;
+use crate::atomic_file::write_atomically;
 
 #[derive(Debug, Serialize, Default)]
 pub struct Health {
@@ -175,12 +176,6 @@ fn last_upload_s(h: &Health) -> f64 {
         .as_deref()
         .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
         .map_or(0.0, |t| t.timestamp_millis() as f64 / 1000.0)
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))
 }
 
 #[cfg(test)]

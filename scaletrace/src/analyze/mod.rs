@@ -6,17 +6,14 @@ mod report;
 mod sources;
 mod svg;
 
-use std::{
-    io::Write as _,
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{io::Write as _, path::PathBuf, time::Duration};
 
 use anyhow::{Context as _, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
 pub use self::duckdb::DuckDb;
+use crate::atomic_file::write_atomically;
 use params::Params;
 use sources::Sources;
 
@@ -299,11 +296,4 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
-}
-
-/// Writes through a temporary file in the same directory, so a reader never sees half a file.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("partial");
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))
 }
