@@ -34,6 +34,16 @@ pub struct Health {
     pub evicted_files_total: u64,
     pub last_upload_utc: Option<String>,
     pub last_upload_error: Option<String>,
+    /// `last_upload_utc` as UNIX ns (0: none), for the Prometheus gauge.
+    #[serde(skip)]
+    pub last_upload_ns: u64,
+}
+
+/// UTC text of a UNIX time in ns, as in status.json.
+pub fn utc_text(ns: i64) -> String {
+    chrono::DateTime::from_timestamp_nanos(ns)
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
 }
 
 impl Health {
@@ -44,12 +54,9 @@ impl Health {
         self.uploaded_bytes_total = s.uploaded_bytes.load(Ordering::Relaxed);
         self.upload_failures_total = s.upload_failures.load(Ordering::Relaxed);
         self.evicted_files_total = s.evicted_files.load(Ordering::Relaxed);
-        let last = s.last_upload_ns.load(Ordering::Relaxed);
-        self.last_upload_utc = (last > 0).then(|| {
-            chrono::DateTime::from_timestamp_nanos(last as i64)
-                .format("%Y-%m-%dT%H:%M:%S%.3fZ")
-                .to_string()
-        });
+        self.last_upload_ns = s.last_upload_ns.load(Ordering::Relaxed);
+        self.last_upload_utc =
+            (self.last_upload_ns > 0).then(|| utc_text(self.last_upload_ns as i64));
         self.last_upload_error = s.last_error.lock().unwrap().clone();
     }
 
@@ -150,9 +157,7 @@ impl Health {
             (
                 "scaletrace_last_upload_timestamp_seconds",
                 "gauge",
-                self.last_upload_utc
-                    .as_ref()
-                    .map_or(0.0, |_| last_upload_s(self)),
+                self.last_upload_ns as f64 / 1e9,
                 "UNIX time of the last confirmed upload (0: none).",
             ),
         ];
@@ -171,13 +176,6 @@ impl Health {
     }
 }
 
-fn last_upload_s(h: &Health) -> f64 {
-    h.last_upload_utc
-        .as_deref()
-        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-        .map_or(0.0, |t| t.timestamp_millis() as f64 / 1000.0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +186,7 @@ mod tests {
             host: "n1".into(),
             events_total: 42,
             last_upload_utc: Some("2026-12-02T22:00:00.000Z".into()),
+            last_upload_ns: 1_796_248_800_000_000_000,
             ..Default::default()
         };
         let text = h.prometheus();

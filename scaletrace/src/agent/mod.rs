@@ -58,13 +58,18 @@ pub struct AgentArgs {
     pub drain_timeout: Duration,
 }
 
-/// What `record` needs to run as the agent.
-pub struct AgentRun {
+/// How the agent rotates, reports and stops.
+pub struct AgentSettings {
     pub rotate_interval: Duration,
     pub rotate_bytes: u64,
     pub status_dir: PathBuf,
-    pub spool: spool::SpoolConfig,
     pub drain_timeout: Duration,
+}
+
+/// What `record` needs to run as the agent.
+pub struct AgentRun {
+    pub settings: AgentSettings,
+    pub spool: spool::SpoolConfig,
     pub leftovers_removed: u64,
 }
 
@@ -99,16 +104,18 @@ pub fn run(args: AgentArgs) -> Result<()> {
         None => log::info!("no --upload: completed files stay in {}", out.display()),
     }
     let agent = AgentRun {
-        rotate_interval: args.rotate_interval,
-        rotate_bytes: args.rotate_size_mb << 20,
-        status_dir,
+        settings: AgentSettings {
+            rotate_interval: args.rotate_interval,
+            rotate_bytes: args.rotate_size_mb << 20,
+            status_dir,
+            drain_timeout: args.drain_timeout,
+        },
         spool: spool::SpoolConfig {
             root: out,
             target,
             max_bytes: args.spool_max_mb << 20,
             max_age: args.retain_max_age,
         },
-        drain_timeout: args.drain_timeout,
         leftovers_removed,
     };
     crate::record::run_with(args.record, Some(agent))

@@ -10,9 +10,9 @@ use anyhow::Result;
 use super::{sinks::Sinks, KernelCounters};
 use crate::{
     agent::{
-        health::Health,
+        health::{utc_text, Health},
         spool::{Spool, SpoolStats},
-        AgentRun,
+        AgentRun, AgentSettings,
     },
     clock::{now_ns, ClockOffset},
     gpu::{GpuOutput, GpuRecorder},
@@ -22,7 +22,7 @@ use crate::{
 const HEALTH_EVERY: Duration = Duration::from_secs(2);
 
 pub struct Service {
-    run: AgentRun,
+    settings: AgentSettings,
     spool: Spool,
     gpu_output: GpuOutput,
     started: Instant,
@@ -35,29 +35,17 @@ pub struct Service {
 
 impl Service {
     pub fn start(run: AgentRun, host: &str, run_id: &str, gpu_output: GpuOutput) -> Result<Self> {
-        let spool = Spool::start(crate::agent::spool::SpoolConfig {
-            root: run.spool.root.clone(),
-            target: run
-                .spool
-                .target
-                .as_ref()
-                .map(|t| crate::agent::spool::Target {
-                    store: t.store.clone(),
-                    prefix: t.prefix.clone(),
-                    description: t.description.clone(),
-                }),
-            max_bytes: run.spool.max_bytes,
-            max_age: run.spool.max_age,
-        })?;
+        let upload_target = run.spool.target.as_ref().map(|t| t.description.clone());
+        let spool = Spool::start(run.spool)?;
         let health = Health {
             host: host.into(),
             run_id: run_id.into(),
             leftovers_removed: run.leftovers_removed,
-            upload_target: run.spool.target.as_ref().map(|t| t.description.clone()),
+            upload_target,
             ..Default::default()
         };
         Ok(Service {
-            run,
+            settings: run.settings,
             spool,
             gpu_output,
             started: Instant::now(),
@@ -71,17 +59,15 @@ impl Service {
 
     fn due(&self, sinks: &Sinks) -> bool {
         let hour = |ns: i64| ns.div_euclid(3_600_000_000_000);
-        self.last_rotation.elapsed() >= self.run.rotate_interval
-            || sinks.open_bytes() >= self.run.rotate_bytes
+        self.last_rotation.elapsed() >= self.settings.rotate_interval
+            || sinks.open_bytes() >= self.settings.rotate_bytes
             || hour(now_ns(libc::CLOCK_REALTIME)) != hour(sinks.interval_start())
     }
 
     fn update_health(&mut self, sinks: &Sinks, k: &KernelCounters, stats: &SpoolStats) {
         let h = &mut self.health;
         let dt = self.last_health.elapsed().as_secs_f64().max(1e-3);
-        h.updated_utc = chrono::Utc::now()
-            .format("%Y-%m-%dT%H:%M:%S%.3fZ")
-            .to_string();
+        h.updated_utc = utc_text(now_ns(libc::CLOCK_REALTIME));
         h.uptime_s = self.started.elapsed().as_secs_f64();
         h.events_per_s = (sinks.events - self.last_events) as f64 / dt;
         h.events_total = sinks.events;
@@ -95,21 +81,19 @@ impl Service {
         h.add_spool(stats);
         self.last_events = sinks.events;
         self.last_health = Instant::now();
-        if let Err(e) = h.write(&self.run.status_dir) {
+        if let Err(e) = h.write(&self.settings.status_dir) {
             log::warn!("health files: {e:#}");
         }
     }
 
     /// Uploads what is left (up to --drain-timeout) and writes the last health files.
     pub fn finish(mut self) -> String {
-        let stats = self.spool.finish(self.run.drain_timeout);
+        let stats = self.spool.finish(self.settings.drain_timeout);
         self.health.add_spool(&stats);
         self.health.rotations_total = self.rotations;
         self.health.uptime_s = self.started.elapsed().as_secs_f64();
-        self.health.updated_utc = chrono::Utc::now()
-            .format("%Y-%m-%dT%H:%M:%S%.3fZ")
-            .to_string();
-        if let Err(e) = self.health.write(&self.run.status_dir) {
+        self.health.updated_utc = utc_text(now_ns(libc::CLOCK_REALTIME));
+        if let Err(e) = self.health.write(&self.settings.status_dir) {
             log::warn!("health files: {e:#}");
         }
         let h = &self.health;
@@ -144,9 +128,8 @@ impl Rotation<'_> {
     /// The housekeeping period: fast enough for the rotation interval.
     pub fn tick(&self) -> Duration {
         match &self.service {
-            Some(s) => {
-                (s.run.rotate_interval / 2).clamp(Duration::from_millis(50), Duration::from_secs(1))
-            }
+            Some(s) => (s.settings.rotate_interval / 2)
+                .clamp(Duration::from_millis(50), Duration::from_secs(1)),
             None => Duration::from_secs(1),
         }
     }
