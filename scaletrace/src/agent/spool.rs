@@ -216,9 +216,11 @@ async fn upload(target: &Target, f: &SpoolFile) -> Result<()> {
 /// One pass: enforce the limits, then upload what is there (oldest first) until a failure.
 /// Returns whether every file was uploaded.
 async fn pass(cfg: &SpoolConfig, stats: &SpoolStats) -> bool {
-    let files = completed(&cfg.root);
+    let mut files = completed(&cfg.root);
+    let mut evicted = Vec::new();
     for f in over_limits(&files, cfg.max_bytes, cfg.max_age, SystemTime::now()) {
         if delete(&cfg.root, &f.path).is_ok() {
+            evicted.push(f.path.clone());
             stats.evicted_files.fetch_add(1, Ordering::Relaxed);
             log::warn!(
                 "spool over its limits: deleted {} ({} bytes){}",
@@ -232,7 +234,7 @@ async fn pass(cfg: &SpoolConfig, stats: &SpoolStats) -> bool {
             );
         }
     }
-    let files = completed(&cfg.root);
+    files.retain(|f| !evicted.contains(&f.path));
     stats
         .spool_files
         .store(files.len() as u64, Ordering::Relaxed);
