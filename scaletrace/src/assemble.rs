@@ -171,6 +171,26 @@ impl Assembler {
     }
 }
 
+/// When and by whom a probed library call ran: entry to return, from the probes' pid_tgid.
+pub struct CallTiming {
+    pub ts: i64,
+    pub dur_ns: i64,
+    pub pid: u32,
+    pub tid: u32,
+}
+
+impl CallTiming {
+    /// `utc` converts kernel monotonic ns.
+    pub fn new(entry_ns: u64, return_ns: u64, pid_tgid: u64, utc: impl Fn(u64) -> i64) -> Self {
+        CallTiming {
+            ts: utc(entry_ns),
+            dur_ns: return_ns.saturating_sub(entry_ns) as i64,
+            pid: (pid_tgid >> 32) as u32,
+            tid: pid_tgid as u32,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 
 use scaletrace_common::*;
 
-use crate::tables::NcclCallRow;
+use crate::{assemble::CallTiming, tables::NcclCallRow};
 
 pub fn op_name(op: u32) -> &'static str {
     match op {
@@ -78,12 +78,13 @@ pub fn call_row(e: &NcclCallEvent, host: &str, utc: impl Fn(u64) -> i64) -> Nccl
     let dt = has_buffer.then(|| datatype(e.datatype)).flatten();
     let reduces = matches!(e.op, NCCL_ALL_REDUCE | NCCL_REDUCE_SCATTER);
     let init = e.op == NCCL_COMM_INIT_RANK;
+    let call = CallTiming::new(e.entry_ns, e.header.ts_ns, e.pid_tgid, utc);
     NcclCallRow {
         host: host.into(),
-        ts: utc(e.entry_ns),
-        dur_ns: e.header.ts_ns.saturating_sub(e.entry_ns) as i64,
-        pid: (e.pid_tgid >> 32) as u32,
-        tid: e.pid_tgid as u32,
+        ts: call.ts,
+        dur_ns: call.dur_ns,
+        pid: call.pid,
+        tid: call.tid,
         op: op_name(e.op),
         result: result_name(e.result),
         comm: e.comm,

@@ -4,6 +4,7 @@ use std::{collections::HashMap, net::Ipv6Addr};
 use scaletrace_common::{verbs_abi, *};
 
 use crate::{
+    assemble::CallTiming,
     decode::comm_string,
     tables::{QpRow, QpTrafficRow, VerbsCallRow, VerbsCompletionRow},
 };
@@ -56,12 +57,13 @@ pub fn call_row(e: &VerbsCallEvent, host: &str, utc: impl Fn(u64) -> i64) -> Ver
     };
     let modify = e.op == VERBS_MODIFY_QP;
     let has_qp = matches!(e.op, VERBS_CREATE_QP | VERBS_MODIFY_QP | VERBS_DESTROY_QP);
+    let call = CallTiming::new(e.entry_ns, e.header.ts_ns, e.pid_tgid, utc);
     VerbsCallRow {
         host: host.into(),
-        ts: utc(e.entry_ns),
-        dur_ns: e.header.ts_ns.saturating_sub(e.entry_ns) as i64,
-        pid: (e.pid_tgid >> 32) as u32,
-        tid: e.pid_tgid as u32,
+        ts: call.ts,
+        dur_ns: call.dur_ns,
+        pid: call.pid,
+        tid: call.tid,
         op: op_name(e.op),
         ok,
         device: (e.op == VERBS_OPEN_DEVICE).then(|| comm_string(&e.device)),
