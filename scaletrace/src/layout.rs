@@ -1,7 +1,7 @@
 //! Where a table's file goes: one file per table and run for `record`, or the Hive-partitioned
 //! tree of `agent` (`table=…/date=…/hour=…/host=…/part-….parquet`) that DuckDB, Spark and Trino
 //! read with one glob and prune by partition.
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone)]
 pub enum Layout {
@@ -19,6 +19,20 @@ pub enum Layout {
 }
 
 impl Layout {
+    /// The directory everything goes under (`--out`).
+    pub fn root(&self) -> &Path {
+        match self {
+            Layout::PerRun { out, .. } => out,
+            Layout::Hive { root, .. } => root,
+        }
+    }
+
+    pub fn run_id(&self) -> &str {
+        match self {
+            Layout::PerRun { run_id, .. } | Layout::Hive { run_id, .. } => run_id,
+        }
+    }
+
     pub fn path(&self, table: &str) -> PathBuf {
         match self {
             Layout::PerRun { out, run_id } => out.join(table).join(format!("{run_id}.parquet")),

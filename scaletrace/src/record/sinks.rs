@@ -92,7 +92,6 @@ struct Totals {
 pub struct Sinks {
     assembler: Assembler,
     node: NodeIdentity,
-    run_id: String,
     layout: Layout,
     metadata: Vec<(String, String)>,
     /// The open interval's files; None only inside `finish`.
@@ -120,18 +119,15 @@ impl Sinks {
         nic_sysfs: Option<&Path>,
         interfaces: Vec<InterfaceRow>,
     ) -> Result<Self> {
-        let (root, run_id) = match &layout {
-            Layout::PerRun { out, run_id } => (out.clone(), run_id.clone()),
-            Layout::Hive { root, run_id, .. } => (root.clone(), run_id.clone()),
-        };
-        std::fs::create_dir_all(&root)
+        let root = layout.root();
+        std::fs::create_dir_all(root)
             .with_context(|| format!("--out {}: cannot create it", root.display()))?;
         let metadata = vec![
             (
                 "scaletrace.version".into(),
                 env!("CARGO_PKG_VERSION").into(),
             ),
-            ("scaletrace.run_id".into(), run_id.clone()),
+            ("scaletrace.run_id".into(), layout.run_id().into()),
             ("scaletrace.host".into(), node.hostname.clone()),
             ("scaletrace.boot_id".into(), node.boot_id.clone()),
             ("scaletrace.kernel".into(), node.kernel.clone()),
@@ -155,7 +151,6 @@ impl Sinks {
         Ok(Sinks {
             assembler: Assembler::new(node.hostname.clone(), *clock),
             node: node.clone(),
-            run_id,
             writers: Some(Writers::create(&layout, &metadata)?),
             layout,
             qp_tracker: Default::default(),
@@ -361,7 +356,7 @@ impl Sinks {
             host: self.node.hostname.clone(),
             boot_id: self.node.boot_id.clone(),
             kernel: self.node.kernel.clone(),
-            run_id: self.run_id.clone(),
+            run_id: self.layout.run_id().into(),
             start: self.interval_start_utc,
             end: end_utc,
             hooks_attached: hooks.attached_list(),
@@ -516,7 +511,7 @@ impl Sinks {
             self.closed.states,
             ring_drops,
             self.files_closed,
-            self.root().display()
+            self.layout.root().display()
         );
         if let Err(e) = capture {
             note(Err(e));
@@ -524,13 +519,6 @@ impl Sinks {
         match first_error {
             Some(e) => Err(e),
             None => Ok(summary),
-        }
-    }
-
-    fn root(&self) -> std::path::PathBuf {
-        match &self.layout {
-            Layout::PerRun { out, .. } => out.clone(),
-            Layout::Hive { root, .. } => root.clone(),
         }
     }
 }
