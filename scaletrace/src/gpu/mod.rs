@@ -188,7 +188,6 @@ pub struct GpuRecorder {
 #[derive(Clone)]
 pub struct GpuOutput {
     pub layout: crate::layout::Layout,
-    pub run_id: String,
     pub host: String,
     pub metadata: Vec<(String, String)>,
     pub interval: Duration,
@@ -254,7 +253,7 @@ pub fn record_gpus<S: GpuSource>(
 ) -> Result<String> {
     let mut devices =
         TableWriter::<GpuDeviceRow>::create_at(o.layout.path(GpuDeviceRow::NAME), &o.metadata)?;
-    for row in sampler.device_rows(&o.run_id, &o.sysfs) {
+    for row in sampler.device_rows(o.layout.run_id(), &o.sysfs) {
         devices.push(row)?;
     }
     devices.close().context("writing gpu_devices")?;
@@ -399,7 +398,6 @@ mod tests {
                 out: dir.path().into(),
                 run_id: "r1".into(),
             },
-            run_id: "r1".into(),
             host: "n1".into(),
             metadata: vec![],
             interval: Duration::from_millis(1),

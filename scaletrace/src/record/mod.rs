@@ -185,7 +185,6 @@ pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
     }
     let gpu_output = crate::gpu::GpuOutput {
         layout: layout.clone(),
-        run_id: run_id.clone(),
         host: node.hostname.clone(),
         metadata: sinks.metadata().to_vec(),
         interval: args.gpu_interval,
