@@ -14,7 +14,7 @@ use super::{
 /// Flows worth plotting: the worst tails and the most retransmits.
 const FOCUS_FLOWS: &str = "
     SELECT host, flow_id, flow_label FROM (
-        SELECT host, flow_id, flow_label, 1 AS pri, p99_vs_fleet AS v FROM st_latency_flow
+        SELECT host, flow_id, flow_label FROM st_latency_flow
         ORDER BY p99_vs_fleet DESC NULLS LAST LIMIT 5)
     UNION
     SELECT host, flow_id, flow_label FROM (
