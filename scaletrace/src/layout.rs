@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 pub enum Layout {
     /// `OUT/<table>/<run_id>.parquet`
     PerRun { out: PathBuf, run_id: String },
-    /// `ROOT/table=<t>/date=<YYYY-MM-DD>/hour=<HH>/host=<host>/part-<run_id>-<seq>.parquet`,
+    /// `ROOT/table=<t>/date=<YYYY-MM-DD>/hour=<0-23>/host=<host>/part-<run_id>-<seq>.parquet`,
     /// dated by the start of the interval (UTC).
     Hive {
         root: PathBuf,
@@ -46,7 +46,9 @@ impl Layout {
                 let t = chrono::DateTime::from_timestamp_nanos(*start_utc_ns);
                 root.join(format!("table={table}"))
                     .join(format!("date={}", t.format("%Y-%m-%d")))
-                    .join(format!("hour={}", t.format("%H")))
+                    // Unpadded: DuckDB infers `hour=05` as text but `hour=22` as a number, so a
+                    // fleet's hours would not compare with `hour = 5`.
+                    .join(format!("hour={}", t.format("%-H")))
                     .join(format!("host={}", partition_value(host)))
                     .join(format!("part-{run_id}-{seq:06}.parquet"))
             }
@@ -111,6 +113,12 @@ mod tests {
             .display()
             .to_string()
             .contains("hour=23/host=gpu-07/part-gpu-07-20261202T220000Z-42-000004"));
+        let early = l.next(1_796_173_200_000_000_000); // 2026-12-02 01:00 UTC
+        assert!(early
+            .path("rtt")
+            .display()
+            .to_string()
+            .contains("/hour=1/host=gpu-07/"));
         let r = Layout::PerRun {
             out: "/o".into(),
             run_id: "r".into(),

@@ -18,8 +18,8 @@ Query a table across runs and nodes with one glob, e.g. in DuckDB:
 `SELECT * FROM read_parquet('DIR/flows/*.parquet')`.
 
 `scaletrace agent --out SPOOL` writes a Hive-partitioned tree instead, one file per table and
-rotation interval: `SPOOL/table=<table>/date=<YYYY-MM-DD>/hour=<HH>/host=<host>/part-<run-id>-<seq>.parquet`
-(date and hour of the interval's start, UTC; intervals end at every UTC hour, so rows written
+rotation interval: `SPOOL/table=<table>/date=<YYYY-MM-DD>/hour=<0-23>/host=<host>/part-<run-id>-<seq>.parquet`
+(date and hour of the interval's start, UTC, the hour without a leading zero so that DuckDB reads it as a number; intervals end at every UTC hour, so rows written
 in one hour stay in that hour's partition; events drained within moments of the boundary can sit
 in the neighbouring one). Tables without rows in an interval get no file. The same tree is
 uploaded below the `--upload` prefix. Read a fleet with one glob and let DuckDB prune partitions:
