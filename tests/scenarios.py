@@ -171,7 +171,9 @@ def _tables(on):
                 {ts} + to_microseconds(start_us::BIGINT) AS ts, (dur_us * 1000)::BIGINT AS dur_ns,
                 'kernel' AS category, name, true AS on_gpu, collective, gpu::BIGINT AS device,
                 (7 + (collective IS NOT NULL)::INT)::BIGINT AS stream, gpu::BIGINT AS pid,
-                7::BIGINT AS tid, NULL::BIGINT AS correlation, 'rank' || rank || '.pt.trace.json' AS source
+                7::BIGINT AS tid, NULL::BIGINT AS correlation, 'rank' || rank || '.pt.trace.json' AS source,
+                true AS time_aligned,
+                CASE WHEN collective IS NOT NULL THEN 'nccl_kernel' END AS comm_source
             FROM gpu_gen)""",
         "gpu_devices": """SELECT * FROM (SELECT host, 'r1' AS run_id, idx::UINTEGER AS "index",
                 'GPU-' || host || '-' || idx AS uuid, 'NVIDIA H100' AS name,

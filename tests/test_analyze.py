@@ -65,7 +65,7 @@ def test_straggler_rank_ranks_first(tmp_path):
     s = first(found, "straggler", "rank")
     assert s["rank"] == scenarios.STRAGGLER and s["host"] == "node2"
     assert len([f for f in found if f["category"] == "straggler"]) == 1
-    assert first(found, "sync_amplification", "collective")["subject"] == "AllReduce (gpu_kernel)"
+    assert first(found, "sync_amplification", "collective")["subject"] == "AllReduce (nccl_kernel)"
     assert not [f for f in found if f["category"] in ("retransmits", "contention", "latency", "locality")]
 
 

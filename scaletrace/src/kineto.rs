@@ -16,7 +16,9 @@ use serde::{
     de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor},
     Deserialize, Deserializer,
 };
-use serde_json::Value;
+use serde_json::{value::RawValue, Value};
+
+use crate::trace_time::{check_utc, micros_text_to_ns};
 
 /// What a trace says about itself outside `traceEvents`.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -32,11 +34,48 @@ struct DistributedInfo {
     world_size: Option<i64>,
 }
 
+/// The arguments scaletrace keeps. Values are taken loosely (`Value`): their JSON types differ
+/// between PyTorch versions, and an unexpected type must not fail an import.
 #[derive(Debug, Default, Deserialize)]
 pub struct EventArgs {
     pub device: Option<Value>,
     pub stream: Option<Value>,
     pub correlation: Option<Value>,
+    /// `record_param_comms` and NCCL kernels (PyTorch ≥ 2.1): `allreduce`, `broadcast`, ...
+    #[serde(rename = "Collective name")]
+    pub collective_name: Option<Value>,
+    #[serde(rename = "Process Group Name")]
+    pub process_group: Option<Value>,
+    #[serde(rename = "Process Group Description")]
+    pub process_group_desc: Option<Value>,
+    #[serde(rename = "Group size")]
+    pub group_size: Option<Value>,
+    /// The process group's sequence number of the collective (newer PyTorch).
+    #[serde(rename = "Seq")]
+    pub seq: Option<Value>,
+    #[serde(rename = "In msg nelems")]
+    pub in_msg_nelems: Option<Value>,
+    #[serde(rename = "Out msg nelems")]
+    pub out_msg_nelems: Option<Value>,
+    pub dtype: Option<Value>,
+}
+
+/// A string argument, or a number argument as text (`"Process Group Name": "0"` or `0`).
+pub fn text_arg(v: &Option<Value>) -> Option<String> {
+    match v.as_ref()? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// An integer argument given as a JSON integer (not the loose digit scan of ids).
+pub fn int_arg(v: &Option<Value>) -> Option<i64> {
+    match v.as_ref()? {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
 }
 
 /// One trace event, with only the fields scaletrace uses.
@@ -50,12 +89,31 @@ pub struct TraceEvent {
     pub name: String,
     pub pid: Option<Value>,
     pub tid: Option<Value>,
-    /// Microseconds, relative to `baseTimeNanoseconds` when the trace has it.
-    pub ts: Option<f64>,
-    /// Microseconds.
-    pub dur: Option<f64>,
+    /// Microseconds, relative to `baseTimeNanoseconds` when the trace has it; kept as the
+    /// number's text so that nanosecond fractions survive (see `trace_time`).
+    pub ts: Option<Box<RawValue>>,
+    /// Microseconds, as text.
+    pub dur: Option<Box<RawValue>>,
     #[serde(default)]
     pub args: Option<EventArgs>,
+}
+
+impl TraceEvent {
+    /// `ts` in nanoseconds on the trace's own axis.
+    pub fn ts_ns(&self) -> Result<Option<i64>> {
+        self.ts
+            .as_ref()
+            .map(|t| micros_text_to_ns(t.get()).context("ts"))
+            .transpose()
+    }
+
+    /// `dur` in nanoseconds.
+    pub fn dur_ns(&self) -> Result<Option<i64>> {
+        self.dur
+            .as_ref()
+            .map(|t| micros_text_to_ns(t.get()).context("dur"))
+            .transpose()
+    }
 }
 
 /// An integer from a JSON number or from the first digits in a string ("stream 7",
@@ -122,9 +180,9 @@ impl<'de, F: FnMut(TraceEvent) -> Result<()>> Visitor<'de> for TopLevel<'_, F> {
                     }
                 }
                 "baseTimeNanoseconds" => {
-                    self.header.base_time_ns = map
-                        .next_value::<Option<Value>>()?
-                        .and_then(|v| loose_int(&Some(v)));
+                    let value = map.next_value::<Option<Value>>()?;
+                    self.header.base_time_ns =
+                        base_time(value).map_err(|e| serde::de::Error::custom(format!("{e:#}")))?;
                 }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -136,6 +194,25 @@ impl<'de, F: FnMut(TraceEvent) -> Result<()>> Visitor<'de> for TopLevel<'_, F> {
         }
         Ok(())
     }
+}
+
+/// `baseTimeNanoseconds`: an integer (or a string of only digits) of UTC nanoseconds in
+/// 2000..2100. Anything else is refused rather than guessed from (`"build 42 at 1.7e18"`).
+fn base_time(value: Option<Value>) -> Result<Option<i64>> {
+    let ns = match &value {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Number(n)) => n.as_i64(),
+        Some(Value::String(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+            s.parse().ok()
+        }
+        _ => None,
+    };
+    let text = value.map(|v| v.to_string()).unwrap_or_default();
+    let ns = ns.ok_or_else(|| {
+        anyhow!("baseTimeNanoseconds {text} is not an integer number of nanoseconds")
+    })?;
+    check_utc(ns, &format!("baseTimeNanoseconds {ns}"))?;
+    Ok(Some(ns))
 }
 
 struct EventsSeed<'a, F>(&'a mut F);
@@ -160,19 +237,21 @@ impl<'de, F: FnMut(TraceEvent) -> Result<()>> Visitor<'de> for EventsSeed<'_, F>
     }
 }
 
-fn parse<F: FnMut(TraceEvent) -> Result<()>>(
-    reader: Box<dyn Read>,
-    events: Option<F>,
-) -> Result<TraceHeader> {
+/// A pass over a trace: the header keys seen, and the error that stopped it, if any.
+struct Pass {
+    header: TraceHeader,
+    fault: Option<serde_json::Error>,
+}
+
+fn parse<F: FnMut(TraceEvent) -> Result<()>>(reader: Box<dyn Read>, events: Option<F>) -> Pass {
     let mut header = TraceHeader::default();
     let mut de = serde_json::Deserializer::from_reader(reader);
     let visitor = TopLevel {
         header: &mut header,
         events,
     };
-    de.deserialize_map(visitor).map_err(|e| located(&e))?;
-    de.end().map_err(|e| located(&e))?;
-    Ok(header)
+    let fault = de.deserialize_map(visitor).and_then(|()| de.end()).err();
+    Pass { header, fault }
 }
 
 /// serde_json errors carry line and column; say them the way an editor would want them.
@@ -186,23 +265,46 @@ fn located(e: &serde_json::Error) -> anyhow::Error {
     anyhow!("{what} at line {}, column {}: {e}", e.line(), e.column())
 }
 
-/// First pass: the header, skipping the events.
-pub fn scan_header(path: &Path) -> Result<TraceHeader> {
-    parse::<fn(TraceEvent) -> Result<()>>(open(path)?, None)
-        .with_context(|| path.display().to_string())
+/// What the first pass found: the header, and whether the file is cut or damaged (`damage`).
+/// A trace whose writer was killed ends early, and Kineto writes `baseTimeNanoseconds` after
+/// the events, so a damaged file still yields its events, only perhaps without a time base.
+#[derive(Debug)]
+pub struct HeaderScan {
+    pub header: TraceHeader,
+    pub damage: Option<anyhow::Error>,
 }
 
-/// Second pass: every event in file order.
+/// First pass: the header, skipping the events. Content that is wrong (a time base that is not
+/// a time) is an error; a file that is cut short or broken is reported as `damage`.
+pub fn scan_header(path: &Path) -> Result<HeaderScan> {
+    let pass = parse::<fn(TraceEvent) -> Result<()>>(open(path)?, None);
+    let damage = match pass.fault {
+        None => None,
+        Some(e) if e.classify() == serde_json::error::Category::Data => {
+            return Err(located(&e).context(path.display().to_string()))
+        }
+        Some(e) => Some(located(&e).context(path.display().to_string())),
+    };
+    Ok(HeaderScan {
+        header: pass.header,
+        damage,
+    })
+}
+
+/// Second pass: every event in file order; stops at the first error, after delivering the
+/// events before it.
 pub fn for_each_event(path: &Path, callback: impl FnMut(TraceEvent) -> Result<()>) -> Result<()> {
-    parse(open(path)?, Some(callback))
-        .map(|_| ())
-        .with_context(|| path.display().to_string())
+    match parse(open(path)?, Some(callback)).fault {
+        None => Ok(()),
+        Some(e) => Err(located(&e).context(path.display().to_string())),
+    }
 }
 
-/// The `ts` of the first event that has one, reading no further than that event.
-pub fn first_event_ts(path: &Path) -> Result<Option<f64>> {
+/// The `ts` (ns on the trace's axis) of the first event that has one, reading no further than
+/// that event.
+pub fn first_event_ts(path: &Path) -> Result<Option<i64>> {
     let mut first = None;
-    let result = for_each_event(path, |e| match e.ts {
+    let result = for_each_event(path, |e| match e.ts_ns()? {
         // Stops the pass: there is no need to read a multi-GB file for one number.
         Some(ts) => {
             first = Some(ts);
@@ -215,16 +317,6 @@ pub fn first_event_ts(path: &Path) -> Result<Option<f64>> {
         (Ok(()), None) => Ok(None),
         (Err(e), None) => Err(e),
     }
-}
-
-/// The collective of an NCCL kernel name: `ncclDevKernel_AllReduce_Sum_f32_RING_LL` and
-/// `ncclKernel_AllGather_RING_LL_Sum_int8_t` give `AllReduce` and `AllGather`.
-pub fn nccl_collective(kernel_name: &str) -> Option<&str> {
-    let rest = kernel_name
-        .strip_prefix("ncclDevKernel_")
-        .or_else(|| kernel_name.strip_prefix("ncclKernel_"))?;
-    let op = rest.split(['_', '(']).next().filter(|s| !s.is_empty())?;
-    Some(op)
 }
 
 #[cfg(test)]
@@ -258,7 +350,9 @@ mod tests {
     fn header_after_events_is_found_and_events_stream() {
         let dir = tempfile::tempdir().unwrap();
         let p = write(&dir, "t.json", TRACE);
-        let h = scan_header(&p).unwrap();
+        let scan = scan_header(&p).unwrap();
+        assert!(scan.damage.is_none());
+        let h = scan.header;
         assert_eq!(
             h,
             TraceHeader {
@@ -276,8 +370,8 @@ mod tests {
         assert_eq!(seen.len(), 3);
         let k = &seen[0];
         assert_eq!(
-            (k.cat.as_str(), k.ts, k.dur),
-            ("kernel", Some(10.5), Some(2.25))
+            (k.cat.as_str(), k.ts_ns().unwrap(), k.dur_ns().unwrap()),
+            ("kernel", Some(10_500), Some(2_250))
         );
         let args = k.args.as_ref().unwrap();
         assert_eq!(
@@ -295,7 +389,7 @@ mod tests {
             flate2::write::GzEncoder::new(File::create(&p).unwrap(), flate2::Compression::fast());
         gz.write_all(TRACE.as_bytes()).unwrap();
         gz.finish().unwrap();
-        assert_eq!(scan_header(&p).unwrap().rank, Some(3));
+        assert_eq!(scan_header(&p).unwrap().header.rank, Some(3));
     }
 
     #[test]
@@ -315,6 +409,59 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_trace_is_damage_not_failure_and_keeps_what_came_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let cut = &TRACE[..TRACE.find("\"ph\": \"M\"").unwrap()];
+        let p = write(&dir, "cut.json", cut);
+        let scan = scan_header(&p).unwrap();
+        assert_eq!(scan.header.rank, Some(3));
+        assert_eq!(
+            scan.header.base_time_ns, None,
+            "the base comes after the cut"
+        );
+        let msg = format!("{:#}", scan.damage.unwrap());
+        assert!(msg.contains("truncated trace at line 8"), "{msg}");
+        // A cut gzip stream: the decoder's error is damage too.
+        let gz_path = dir.path().join("cut.json.gz");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(TRACE.as_bytes()).unwrap();
+        let bytes = gz.finish().unwrap();
+        std::fs::write(&gz_path, &bytes[..bytes.len() / 2]).unwrap();
+        assert!(scan_header(&gz_path).unwrap().damage.is_some());
+    }
+
+    #[test]
+    fn time_bases_that_are_not_times_are_refused_with_their_location() {
+        let dir = tempfile::tempdir().unwrap();
+        for (base, expect) in [
+            (
+                "\"build 42 at 1.7e18\"",
+                "not an integer number of nanoseconds",
+            ),
+            ("9223372036854775000", "outside 2000..2100"),
+            ("12", "outside 2000..2100"),
+            ("1.7e18", "not an integer number of nanoseconds"),
+        ] {
+            let text = format!("{{\"traceEvents\": [],\n \"baseTimeNanoseconds\": {base}}}");
+            let p = write(&dir, "base.json", &text);
+            let msg = format!("{:#}", scan_header(&p).unwrap_err());
+            assert!(
+                msg.contains(expect) && msg.contains("line 2"),
+                "{base}: {msg}"
+            );
+        }
+        let p = write(
+            &dir,
+            "ok.json",
+            "{\"traceEvents\": [], \"baseTimeNanoseconds\": \"1700000000000000000\"}",
+        );
+        assert_eq!(
+            scan_header(&p).unwrap().header.base_time_ns,
+            Some(1_700_000_000_000_000_000)
+        );
+    }
+
+    #[test]
     fn malformed_json_is_located() {
         let dir = tempfile::tempdir().unwrap();
         let p = write(
@@ -331,7 +478,11 @@ mod tests {
             "wrongtype.json",
             "{\"traceEvents\": [{\"ts\": \"soon\"}]}",
         );
-        let msg = format!("{:#}", for_each_event(&p, |_| Ok(())).unwrap_err());
+        // The number's text is converted by the importer's callback: its error is located too.
+        let msg = format!(
+            "{:#}",
+            for_each_event(&p, |e| e.ts_ns().map(|_| ())).unwrap_err()
+        );
         assert!(msg.contains("unexpected trace content at line 1"), "{msg}");
     }
 
@@ -341,22 +492,5 @@ mod tests {
         assert_eq!(loose_int(&Some(Value::from("stream 12"))), Some(12));
         assert_eq!(loose_int(&Some(Value::from("Spans"))), None);
         assert_eq!(loose_int(&None), None);
-    }
-
-    #[test]
-    fn collective_names() {
-        assert_eq!(
-            nccl_collective("ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)"),
-            Some("AllReduce")
-        );
-        assert_eq!(
-            nccl_collective("ncclKernel_AllGather_RING_LL_Sum_int8_t"),
-            Some("AllGather")
-        );
-        assert_eq!(
-            nccl_collective("ncclDevKernel_SendRecv(x)"),
-            Some("SendRecv")
-        );
-        assert_eq!(nccl_collective("volta_sgemm_128x64_nn"), None);
     }
 }

@@ -5,6 +5,7 @@ mod assemble;
 mod atomic_file;
 mod clock;
 mod columns;
+mod comms;
 mod decode;
 mod elf_symbols;
 mod environment;
@@ -17,11 +18,13 @@ mod merge;
 mod nccl;
 mod nic;
 mod node;
+#[cfg(test)]
 mod parquet_read;
 mod parquet_sink;
 mod probe;
 mod record;
 mod tables;
+mod trace_time;
 mod tracefs;
 mod verbs;
 

@@ -293,6 +293,13 @@ pub struct GpuEventRow {
     pub tid: Option<i64>,
     pub correlation: Option<i64>,
     pub source: String,
+    pub time_aligned: bool,
+    pub comm_source: Option<String>,
+    pub process_group: Option<String>,
+    pub group_size: Option<i64>,
+    pub seq: Option<i64>,
+    pub msg_bytes: Option<i64>,
+    pub dtype: Option<String>,
 }
 
 impl Table for GpuEventRow {
@@ -310,60 +317,77 @@ impl Table for GpuEventRow {
             str_col("category", "Kineto `cat`: `kernel`, `gpu_memcpy`, `gpu_memset`, `cpu_op`, `cuda_runtime`, ...", |r| &r.category),
             str_col("name", "Kernel or operator name.", |r| &r.name),
             bool_col("on_gpu", "The event ran on the GPU (kernel, memcpy, memset).", |r| r.on_gpu),
-            opt_str_col("collective", "For NCCL kernels (`ncclKernel*`, `ncclDevKernel*`): the collective, e.g. `AllReduce`.", |r| r.collective.as_deref()),
+            opt_str_col("collective", "For communication events (see `comm_source`): the collective, `AllReduce`, `AllGather`, `ReduceScatter`, `AllToAll`, `Broadcast`, `Reduce`, `SendRecv`, `Send`, `Recv`, `Barrier`, `Gather`, `Scatter` or `Other`.", |r| r.collective.as_deref()),
             opt_i64_col("device", "", "GPU index (`args.device`).", |r| r.device),
             opt_i64_col("stream", "", "CUDA stream (`args.stream`).", |r| r.stream),
             opt_i64_col("pid", "", "Trace `pid` (process, or GPU for device rows).", |r| r.pid),
             opt_i64_col("tid", "", "Trace `tid` (thread, or stream for device rows).", |r| r.tid),
             opt_i64_col("correlation", "", "Correlation id linking a kernel to the CUDA runtime call that launched it.", |r| r.correlation),
             str_col("source", "File the event was imported from.", |r| &r.source),
+            bool_col("time_aligned", "`ts` is UTC. False when the trace lost its time base (`baseTimeNanoseconds` missing, e.g. a trace cut short) and its timestamps are relative: `ts` is then on the trace's own axis; import again with `--time-base` to align.", |r| r.time_aligned),
+            opt_str_col("comm_source", "How the event was recognised as communication (null: it is not): `nccl_kernel` (NCCL/RCCL kernels), `comm_kernel` (other GPU kernels of communication libraries — DeepEP dispatch/combine, NVSHMEM, MSCCL++, userbuffers, custom all-reduce — or kernels whose name spells a collective), `c10d` (the CPU-side `c10d::<op>_` call of any backend), `backend` (the backend's annotation: `gloo:all_reduce`, `nccl:all_reduce`; for gloo it spans the transfer), `param_comms` (`record_param_comms`).", |r| r.comm_source.as_deref()),
+            opt_str_col("process_group", "`Process Group Name` (with its description, e.g. `0 (default_pg)`) where the trace carries it.", |r| r.process_group.as_deref()),
+            opt_i64_col("group_size", "ranks", "`Group size` of the process group.", |r| r.group_size),
+            opt_i64_col("seq", "", "The process group's sequence number of the collective (`Seq`, newer PyTorch): the key that matches one collective across ranks.", |r| r.seq),
+            opt_i64_col("msg_bytes", "bytes", "Message size: `In msg nelems` × the size of `dtype` (for bus bandwidth).", |r| r.msg_bytes),
+            opt_str_col("dtype", "Element type of the message (`Float`, `BFloat16`, ...).", |r| r.dtype.as_deref()),
         ]
     }
 }
 
-/// One time window of one host (and rank): GPU and network side by side.
+/// One time window of one host (and rank): timeline and network side by side.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WindowRow {
     pub window_start: i64,
     pub window_ns: i64,
     pub host: String,
     pub rank: Option<i64>,
-    pub gpu_busy_frac: Option<f64>,
+    pub device: Option<String>,
+    pub traced_ns: Option<i64>,
+    pub busy_frac: Option<f64>,
     pub compute_frac: Option<f64>,
-    pub collective_frac: Option<f64>,
-    pub collective_kernels: u64,
-    pub gpu_idle_in_collective_window: Option<bool>,
-    pub net_bytes_sent: u64,
-    pub net_throughput_bps: f64,
-    pub rtt_samples: u64,
+    pub comm_frac: Option<f64>,
+    pub overlap_frac: Option<f64>,
+    pub idle_frac: Option<f64>,
+    pub collective_ops: Option<u64>,
+    pub waiting_on_collectives: Option<bool>,
+    pub net_bytes: Option<u64>,
+    pub net_throughput_bps: Option<f64>,
+    pub rtt_samples: Option<u64>,
     pub rtt_p50_us: Option<f64>,
     pub rtt_p99_us: Option<f64>,
-    pub retransmits: u64,
+    pub retransmits: Option<u64>,
 }
 
 impl Table for WindowRow {
     const NAME: &'static str = "windows";
     const DESCRIPTION: &'static str =
-        "Written by `scaletrace merge`: for each window and host (and rank, when GPU \
-        events were imported for that host), GPU busy time, time inside NCCL kernels, network \
-        throughput, RTT percentiles and retransmits. The table to join on first.";
+        "Written by `scaletrace merge` from the analysis view `st_window` (one definition for \
+        `merge` and `analyze`): for each window and host, and each rank traced there, how the \
+        rank's traced time was spent and the host's network in the same window. Timeline shares are \
+        of the time the rank was traced in the window, not of the whole window; a window outside \
+        every trace of a rank has no row for it (null timeline columns on the host's network-only row).";
     fn columns() -> Vec<Column<Self>> {
         vec![
             ts_col("window_start", "Window start (windows are aligned to multiples of the window length since the UNIX epoch).", |r| r.window_start),
             i64_col("window_ns", "ns", "Window length.", |r| r.window_ns),
             str_col("host", "Host.", |r| &r.host),
-            opt_i64_col("rank", "", "Rank of the GPU events; null when the host has none.", |r| r.rank),
-            opt_f64_col("gpu_busy_frac", "fraction", "Share of the window with at least one GPU kernel/memcpy/memset running (union of intervals); null without GPU events.", |r| r.gpu_busy_frac),
-            opt_f64_col("compute_frac", "fraction", "Share of the window with non-NCCL GPU work running and no NCCL kernel.", |r| r.compute_frac),
-            opt_f64_col("collective_frac", "fraction", "Share of the window with an NCCL kernel running.", |r| r.collective_frac),
-            u64_col("collective_kernels", "count", "NCCL kernels overlapping the window.", |r| r.collective_kernels),
-            opt_bool_col("gpu_idle_in_collective_window", "Collectives ran and `compute_frac` < 0.5: the GPU spent the window mostly waiting on communication; null without GPU events.", |r| r.gpu_idle_in_collective_window),
-            u64_col("net_bytes_sent", "bytes", "Bytes acknowledged for this host's flows in the window (from successive `rtt` samples of each flow).", |r| r.net_bytes_sent),
-            f64_col("net_throughput_bps", "bit/s", "`net_bytes_sent` × 8 / window length.", |r| r.net_throughput_bps),
-            u64_col("rtt_samples", "count", "RTT samples of the host in the window.", |r| r.rtt_samples),
+            opt_i64_col("rank", "", "Traced rank; null on the row of the host's network alone (windows where no rank of it was traced).", |r| r.rank),
+            opt_str_col("device", "What the rank's timeline shows: `gpu` (it has GPU kernels) or `cpu` (CPU operators only, e.g. gloo jobs).", |r| r.device.as_deref()),
+            opt_i64_col("traced_ns", "ns", "Time of the window covered by the rank's trace(s): the denominator of every share below.", |r| r.traced_ns),
+            opt_f64_col("busy_frac", "fraction", "Share of the traced time with compute or communication running (union of intervals).", |r| r.busy_frac),
+            opt_f64_col("compute_frac", "fraction", "Share with compute running: GPU kernels/memcpy/memset that are not communication; on `cpu` ranks, CPU operators that are not communication, waits or synchronizations.", |r| r.compute_frac),
+            opt_f64_col("comm_frac", "fraction", "Share with a collective running, from the rank's communication layer (NCCL kernels, other communication kernels, backend annotations such as `gloo:all_reduce`, or `c10d::` calls — the first the trace has).", |r| r.comm_frac),
+            opt_f64_col("overlap_frac", "fraction", "Share with compute and communication at once (communication hidden behind compute).", |r| r.overlap_frac),
+            opt_f64_col("idle_frac", "fraction", "Share with neither.", |r| r.idle_frac),
+            opt_u64_col("collective_ops", "count", "Collective operations starting in the window.", |r| r.collective_ops),
+            opt_bool_col("waiting_on_collectives", "`comm_frac` ≥ `idle_collective_fraction` (0.5) and `compute_frac` ≤ `idle_compute_fraction` (0.25): the rank mostly waited on communication. The same rule as `analyze`'s GPU-idle diagnosis.", |r| r.waiting_on_collectives),
+            opt_u64_col("net_bytes", "bytes", "Bytes acknowledged or received on the host's flows in the window (from successive `rtt` samples of each flow).", |r| r.net_bytes),
+            opt_f64_col("net_throughput_bps", "bit/s", "`net_bytes` × 8 / window length.", |r| r.net_throughput_bps),
+            opt_u64_col("rtt_samples", "count", "RTT samples of the host in the window.", |r| r.rtt_samples),
             opt_f64_col("rtt_p50_us", "µs", "Median smoothed RTT of those samples.", |r| r.rtt_p50_us),
             opt_f64_col("rtt_p99_us", "µs", "99th percentile smoothed RTT.", |r| r.rtt_p99_us),
-            u64_col("retransmits", "count", "Rows of `retransmits` in the window.", |r| r.retransmits),
+            opt_u64_col("retransmits", "count", "Retransmitted segments (`retransmits` rows of kind `retransmit`) of the host in the window.", |r| r.retransmits),
         ]
     }
 }

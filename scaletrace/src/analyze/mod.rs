@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 pub use self::duckdb::DuckDb;
 use crate::atomic_file::write_atomically;
 use params::Params;
-use sources::Sources;
+pub use sources::Sources;
 
 /// The analysis views; `scaletrace sql` prints them after the table views and st_params.
 pub const VIEWS_SQL: &str = include_str!("views.sql");
@@ -200,16 +200,58 @@ const OVERVIEW_SQL: &str = "SELECT
     (SELECT count(*) FROM flows) AS flows,
     (SELECT count(*) FROM rtt) AS rtt_samples,
     (SELECT count(*) FROM retransmits) AS retransmits,
-    (SELECT count(DISTINCT rank) FROM st_collective_op) AS ranks,
+    (SELECT count(*) FROM (SELECT host, rank FROM st_rank_trace UNION SELECT host, rank FROM st_collective_op)) AS ranks,
     (SELECT count(*) FROM gpu_events) AS gpu_events,
-    (SELECT strftime(min(t), '%Y-%m-%d %H:%M:%S') FROM (SELECT min(ts) AS t FROM rtt UNION ALL SELECT min(start) FROM flows UNION ALL SELECT min(ts) FROM gpu_events)) AS first,
-    (SELECT strftime(max(t), '%Y-%m-%d %H:%M:%S') FROM (SELECT max(ts) AS t FROM rtt UNION ALL SELECT max(\"end\") FROM flows UNION ALL SELECT max(ts) FROM gpu_events)) AS last";
+    (SELECT strftime(min(t), '%Y-%m-%d %H:%M:%S') FROM (SELECT min(ts) AS t FROM rtt UNION ALL SELECT min(start) FROM flows UNION ALL SELECT min(ts) FROM gpu_events WHERE coalesce(time_aligned, true))) AS first,
+    (SELECT strftime(max(t), '%Y-%m-%d %H:%M:%S') FROM (SELECT max(ts) AS t FROM rtt UNION ALL SELECT max(\"end\") FROM flows UNION ALL SELECT max(ts) FROM gpu_events WHERE coalesce(time_aligned, true))) AS last";
+
+/// Finds the tables under `paths`, opens DuckDB and creates every view: what `analyze` and
+/// `merge` both start from.
+pub fn prepare(
+    paths: &[String],
+    window: Duration,
+    set: &[String],
+    duckdb_lib: Option<&std::path::Path>,
+) -> Result<(DuckDb, Sources)> {
+    let sources = sources::discover(paths)?;
+    let params = Params::new(window, set)?;
+    let db = DuckDb::open(duckdb_lib)?;
+    log::debug!("DuckDB {} from {}", db.version(), db.library.display());
+    db.execute(&script(&sources, &params))
+        .context("creating the analysis views")?;
+    Ok((db, sources))
+}
+
+#[derive(Deserialize)]
+struct Refusal {
+    what: String,
+}
+
+/// Says what the analysis refused to match (traces of other jobs, collectives missing on some
+/// ranks or not overlapping in time), so a number that is absent is not a surprise.
+pub fn report_refusals(db: &DuckDb) {
+    let refusals: Vec<Refusal> = db.rows(REFUSALS_SQL).unwrap_or_default();
+    for r in refusals {
+        eprintln!("scaletrace: not matched: {}", r.what);
+    }
+}
+
+pub const REFUSALS_SQL: &str = "SELECT printf('%s rank %d: %s', host, rank, reason) AS what FROM st_rank_refused
+UNION ALL
+SELECT printf('%d %s operations (%s): %d not on every rank, %d whose ranks'' operations do not overlap in time',
+              steps, collective, source, not_on_every_rank, not_overlapping)
+FROM st_collective_refused
+-- a trace cut at its edges leaves a partial step or two: not worth a line
+WHERE not_on_every_rank > 2 OR not_overlapping > 0";
 
 pub fn run(args: AnalyzeArgs) -> Result<()> {
     let started = std::time::Instant::now();
-    let sources = sources::discover(&args.paths)?;
-    let params = Params::new(args.window, &args.set)?;
-    let db = DuckDb::open(args.duckdb_lib.as_deref())?;
+    let (db, sources) = prepare(
+        &args.paths,
+        args.window,
+        &args.set,
+        args.duckdb_lib.as_deref(),
+    )?;
     // A fleet's worth of Parquet takes a while: show that something is happening.
     let spinner = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
         let s =
@@ -222,9 +264,6 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         s.enable_steady_tick(Duration::from_millis(120));
         s
     });
-    log::debug!("DuckDB {} from {}", db.version(), db.library.display());
-    db.execute(&script(&sources, &params))
-        .context("creating the analysis views")?;
     let overview: Overview = db
         .rows(OVERVIEW_SQL)
         .context("reading the tables")?
@@ -238,6 +277,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
+    report_refusals(&db);
     let mut err = std::io::stderr().lock();
     let _ = writeln!(
         err,

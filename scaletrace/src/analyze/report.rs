@@ -84,123 +84,217 @@ fn grid(cells: Vec<Cell>) -> Vec<(String, Vec<Option<f64>>)> {
     rows.into_iter().collect()
 }
 
+#[derive(Deserialize, Default)]
+struct Presence {
+    network: bool,
+    collectives: bool,
+    windows: bool,
+    steps: bool,
+}
+
 fn charts(db: &DuckDb) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
-    let t0 = "(SELECT min(window_start) FROM st_flow_window)";
-    let flow_points: Vec<FlowPoint> = db.rows(&format!(
-        "SELECT f.flow_label AS label, epoch(w.window_start) - epoch({t0}) AS x,
-                w.srtt_p50_us, w.throughput_bps
-         FROM st_flow_window w JOIN ({FOCUS_FLOWS}) f USING (host, flow_id)
-         WHERE w.samples > 0"
-    ))?;
-    out.push((
-        "RTT over time".to_string(),
-        line_chart(
-            "Median RTT per window: flows with the worst tails or most retransmits",
-            "seconds since the first window",
-            "RTT (µs, log)",
-            &series_by(
-                &flow_points,
-                |p| &p.label,
-                |p| p.srtt_p50_us.map(|v| (p.x, v)),
+    // Only the charts the input can fill: GPU-only input gets no empty network charts.
+    let has: Presence = db
+        .rows(
+            "SELECT (SELECT count(*) FROM rtt) > 0 AS network,
+                    (SELECT count(*) FROM st_collective_rank_step) > 0 AS collectives,
+                    (SELECT count(*) FROM st_rank_window) > 0 AS windows,
+                    (SELECT count(*) FROM st_rank_step) > 0 AS steps",
+        )?
+        .pop()
+        .unwrap_or_default();
+    if has.network {
+        let t0 = "(SELECT min(window_start) FROM st_flow_window)";
+        let flow_points: Vec<FlowPoint> = db.rows(&format!(
+            "SELECT f.flow_label AS label, epoch(w.window_start) - epoch({t0}) AS x,
+                    w.srtt_p50_us, w.throughput_bps
+             FROM st_flow_window w JOIN ({FOCUS_FLOWS}) f USING (host, flow_id)
+             WHERE w.samples > 0"
+        ))?;
+        out.push((
+            "RTT over time".to_string(),
+            line_chart(
+                "Median RTT per window: flows with the worst tails or most retransmits",
+                "seconds since the first window",
+                "RTT (µs, log)",
+                &series_by(
+                    &flow_points,
+                    |p| &p.label,
+                    |p| p.srtt_p50_us.map(|v| (p.x, v)),
+                ),
+                true,
             ),
-            true,
-        ),
-    ));
-    out.push((
-        "Throughput over time".to_string(),
-        line_chart(
-            "Throughput per window (same flows)",
-            "seconds since the first window",
-            "Gbit/s",
-            &series_by(
-                &flow_points,
-                |p| &p.label,
-                |p| p.throughput_bps.map(|v| (p.x, v / 1e9)),
+        ));
+        out.push((
+            "Throughput over time".to_string(),
+            line_chart(
+                "Throughput per window (same flows)",
+                "seconds since the first window",
+                "Gbit/s",
+                &series_by(
+                    &flow_points,
+                    |p| &p.label,
+                    |p| p.throughput_bps.map(|v| (p.x, v / 1e9)),
+                ),
+                false,
             ),
-            false,
-        ),
-    ));
-    let levels: Vec<String> = (0..=50)
-        .map(|i| format!("{:.2}", i as f64 / 50.0))
-        .collect();
-    let quantiles: Vec<Quantiles> = db.rows(&format!(
-        "SELECT f.flow_label AS label, quantile_cont(r.srtt_us, [{}]) AS q
-         FROM rtt r JOIN ({FOCUS_FLOWS}) f USING (host, flow_id) GROUP BY f.flow_label",
-        levels.join(", ")
-    ))?;
-    let cdf: Vec<Series> = quantiles
-        .iter()
-        .map(|q| Series {
-            name: q.label.clone(),
-            points: q
-                .q
-                .iter()
-                .enumerate()
-                .filter_map(|(i, v)| v.map(|v| (i as f64 * 2.0, v)))
-                .collect(),
-        })
-        .collect();
-    out.push((
-        "RTT distribution".to_string(),
-        line_chart(
-            "RTT by percentile (same flows)",
-            "percentile",
-            "RTT (µs, log)",
-            &cdf,
-            true,
-        ),
-    ));
-    let hosts: Vec<HostPoint> = db.rows(&format!(
-        "SELECT host, epoch(window_start) - epoch({t0}) AS x, sum(retransmits)::DOUBLE AS retransmits
-         FROM st_flow_window
-         WHERE host IN (SELECT host FROM st_flow_window GROUP BY host HAVING sum(retransmits) > 0
-                        ORDER BY sum(retransmits) DESC LIMIT 6)
-         GROUP BY host, window_start"
-    ))?;
-    out.push((
-        "Retransmits per host".to_string(),
-        line_chart(
-            "Retransmits per window, hosts with the most",
-            "seconds since the first window",
-            "retransmits",
-            &series_by(&hosts, |p| &p.host, |p| Some((p.x, p.retransmits))),
-            false,
-        ),
-    ));
-    // The most frequent collective; at most ~150 step columns.
-    let waits: Vec<Cell> = db.rows(
-        "WITH c AS (SELECT source, collective FROM st_collective_rank_step
-                    GROUP BY ALL ORDER BY count(*) DESC LIMIT 1),
-              k AS (SELECT greatest(1, ceil(max(step) / 150))::BIGINT AS every FROM st_collective_rank_step)
-         SELECT 'rank ' || lpad(rank::VARCHAR, 4, ' ') AS row, step AS col, wait_us / 1000.0 AS v
-         FROM st_collective_rank_step JOIN c USING (source, collective), k
-         WHERE step % k.every = 0",
-    )?;
-    out.push((
-        "Collective wait per rank".to_string(),
-        heatmap(
-            "Time each rank waited for the last arrival, per step of the most frequent collective",
-            "step (sampled)",
-            "wait (ms)",
-            &grid(waits),
-        ),
-    ));
-    let gpu: Vec<Cell> = db.rows(
-        "WITH k AS (SELECT greatest(1, ceil((max(w) - min(w)) / 300))::BIGINT AS every, min(w) AS w0 FROM st_gpu_window)
-         SELECT host || ' rank ' || lpad(rank::VARCHAR, 4, ' ') AS row, w - k.w0 AS col, collective_fraction AS v
-         FROM st_gpu_window, k WHERE (w - k.w0) % k.every = 0",
-    )?;
-    out.push((
-        "GPU time in collectives".to_string(),
-        heatmap(
-            "Share of each window the GPU spent in collective kernels, per rank",
-            "window",
-            "share",
-            &grid(gpu),
-        ),
-    ));
+        ));
+        let levels: Vec<String> = (0..=50)
+            .map(|i| format!("{:.2}", i as f64 / 50.0))
+            .collect();
+        let quantiles: Vec<Quantiles> = db.rows(&format!(
+            "SELECT f.flow_label AS label, quantile_cont(r.srtt_us, [{}]) AS q
+             FROM rtt r JOIN ({FOCUS_FLOWS}) f USING (host, flow_id) GROUP BY f.flow_label",
+            levels.join(", ")
+        ))?;
+        let cdf: Vec<Series> = quantiles
+            .iter()
+            .map(|q| Series {
+                name: q.label.clone(),
+                points: q
+                    .q
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, v)| v.map(|v| (i as f64 * 2.0, v)))
+                    .collect(),
+            })
+            .collect();
+        out.push((
+            "RTT distribution".to_string(),
+            line_chart(
+                "RTT by percentile (same flows)",
+                "percentile",
+                "RTT (µs, log)",
+                &cdf,
+                true,
+            ),
+        ));
+        let hosts: Vec<HostPoint> = db.rows(&format!(
+            "SELECT host, epoch(window_start) - epoch({t0}) AS x, sum(retransmits)::DOUBLE AS retransmits
+             FROM st_flow_window
+             WHERE host IN (SELECT host FROM st_flow_window GROUP BY host HAVING sum(retransmits) > 0
+                            ORDER BY sum(retransmits) DESC LIMIT 6)
+             GROUP BY host, window_start"
+        ))?;
+        out.push((
+            "Retransmits per host".to_string(),
+            line_chart(
+                "Retransmits per window, hosts with the most",
+                "seconds since the first window",
+                "retransmits",
+                &series_by(&hosts, |p| &p.host, |p| Some((p.x, p.retransmits))),
+                false,
+            ),
+        ));
+    }
+    if has.collectives {
+        // The most frequent collective; at most ~150 step columns.
+        let waits: Vec<Cell> = db.rows(
+            "WITH c AS (SELECT source, collective FROM st_collective_rank_step
+                        GROUP BY ALL ORDER BY count(*) DESC LIMIT 1),
+                  k AS (SELECT greatest(1, ceil(max(step) / 150))::BIGINT AS every FROM st_collective_rank_step)
+             SELECT 'rank ' || lpad(rank::VARCHAR, 4, ' ') AS row, step AS col, wait_us / 1000.0 AS v
+             FROM st_collective_rank_step JOIN c USING (source, collective), k
+             WHERE step % k.every = 0",
+        )?;
+        out.push((
+            "Collective wait per rank".to_string(),
+            heatmap(
+                "Time each rank waited for the last arrival, per step of the most frequent collective",
+                "step (sampled)",
+                "wait (ms)",
+                &grid(waits),
+                None,
+            ),
+        ));
+    }
+    if has.windows {
+        let comm: Vec<Cell> = db.rows(
+            "WITH k AS (SELECT greatest(1, ceil((max(w) - min(w)) / 300))::BIGINT AS every, min(w) AS w0 FROM st_rank_window)
+             SELECT host || ' rank ' || lpad(coalesce(rank::VARCHAR, '?'), 4, ' ') AS row, w - k.w0 AS col, comm_frac AS v
+             FROM st_rank_window, k WHERE (w - k.w0) % k.every = 0",
+        )?;
+        out.push((
+            "Time in collectives".to_string(),
+            heatmap(
+                "Share of each window's traced time each rank spent in collectives (white 0, darkest 100 %)",
+                "window",
+                "share",
+                &grid(comm),
+                Some(1.0),
+            ),
+        ));
+    }
+    if has.steps {
+        let exposed: Vec<Cell> = db.rows(
+            "WITH k AS (SELECT greatest(1, ceil((max(step) - min(step)) / 150))::BIGINT AS every, min(step) AS s0 FROM st_rank_step)
+             SELECT host || ' rank ' || lpad(rank::VARCHAR, 4, ' ') AS row, step - k.s0 AS col,
+                    exposed_comm_us / nullif(step_us, 0) AS v
+             FROM st_rank_step, k WHERE (step - k.s0) % k.every = 0",
+        )?;
+        out.push((
+            "Exposed communication per step".to_string(),
+            heatmap(
+                "Share of each training step (ProfilerStep) spent in communication not hidden behind compute, per rank",
+                "step",
+                "share",
+                &grid(exposed),
+                Some(1.0),
+            ),
+        ));
+    }
     Ok(out)
+}
+
+#[derive(Deserialize)]
+struct RankSteps {
+    host: String,
+    rank: i64,
+    steps: i64,
+    median_step_ms: f64,
+    busy: f64,
+    compute: f64,
+    comm: f64,
+    overlap: f64,
+    exposed_comm: f64,
+    idle: f64,
+}
+
+/// Per rank: its training steps (ProfilerStep) and how each was spent, as shares of step time.
+fn rank_steps(db: &DuckDb, h: &mut String) -> Result<()> {
+    let rows: Vec<RankSteps> = db.rows(
+        "SELECT host, rank, count(*) AS steps, median(step_us) / 1000.0 AS median_step_ms,
+                sum(busy_us) / sum(step_us) AS busy, sum(compute_us) / sum(step_us) AS compute,
+                sum(comm_us) / sum(step_us) AS comm, sum(overlap_us) / sum(step_us) AS overlap,
+                sum(exposed_comm_us) / sum(step_us) AS exposed_comm, sum(idle_us) / sum(step_us) AS idle
+         FROM st_rank_step WHERE step_us > 0 GROUP BY host, rank ORDER BY rank, host",
+    )?;
+    h.push_str("<h2>Training steps per rank</h2>");
+    if rows.is_empty() {
+        h.push_str("<p class=\"none\">no ProfilerStep annotations in the imported timelines</p>");
+        return Ok(());
+    }
+    h.push_str("<table><tr><th>rank</th><th>host</th><th>steps</th><th>median step</th><th>busy</th><th>compute</th><th>communication</th><th>overlap</th><th>exposed comm.</th><th>idle</th></tr>");
+    let pct = |v: f64| format!("{:.1} %", 100.0 * v);
+    for r in rows {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2} ms</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            r.rank,
+            escape(&r.host),
+            r.steps,
+            r.median_step_ms,
+            pct(r.busy),
+            pct(r.compute),
+            pct(r.comm),
+            pct(r.overlap),
+            pct(r.exposed_comm),
+            pct(r.idle)
+        );
+    }
+    h.push_str("</table>");
+    Ok(())
 }
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1200px;color:#222}
@@ -252,6 +346,7 @@ pub fn render(
         }
         h.push_str("</table>");
     }
+    rank_steps(db, &mut h)?;
     h.push_str("<h2>Charts</h2>");
     for (title, svg) in charts(db)? {
         let _ = write!(h, "<h3>{}</h3>{svg}", escape(&title));

@@ -141,29 +141,31 @@ pub fn quote(s: &str) -> String {
 }
 
 /// One `CREATE VIEW` per table: over its files when there are any, else empty with the
-/// table's columns, so every analysis query runs and simply finds nothing.
+/// table's columns, so every analysis query runs and simply finds nothing. Files written by an
+/// older scaletrace may lack newer columns: the typed empty row joined by name gives every
+/// column of the current schema (null where a file has none).
 pub fn views_sql(sources: &Sources) -> String {
     let mut out = String::new();
     for table in catalog() {
+        let columns: Vec<String> = table
+            .columns
+            .iter()
+            .map(|(name, ty)| format!("NULL::{ty} AS \"{name}\""))
+            .collect();
+        let empty = format!("SELECT {} WHERE false", columns.join(", "));
         match sources.patterns.get(table.name) {
             Some(patterns) if sources.has(table.name) => {
                 let list: Vec<String> = patterns.iter().map(|p| quote(p)).collect();
                 out.push_str(&format!(
-                    "CREATE OR REPLACE VIEW {} AS SELECT * FROM read_parquet([{}], union_by_name = true, hive_partitioning = false);\n",
+                    "CREATE OR REPLACE VIEW {} AS SELECT * FROM read_parquet([{}], union_by_name = true, hive_partitioning = false)\n  UNION ALL BY NAME {empty};\n",
                     table.name,
                     list.join(", ")
                 ));
             }
             _ => {
-                let columns: Vec<String> = table
-                    .columns
-                    .iter()
-                    .map(|(name, ty)| format!("NULL::{ty} AS \"{name}\""))
-                    .collect();
                 out.push_str(&format!(
-                    "CREATE OR REPLACE VIEW {} AS SELECT {} WHERE false; -- no files\n",
+                    "CREATE OR REPLACE VIEW {} AS {empty}; -- no files\n",
                     table.name,
-                    columns.join(", ")
                 ));
             }
         }

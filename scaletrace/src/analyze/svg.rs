@@ -212,11 +212,14 @@ fn truncate(s: &str, n: usize) -> String {
 }
 
 /// Cells coloured from white (0) to red (the largest value); None is grey.
+/// `full_scale`: the value drawn darkest, for quantities with a natural maximum (a share is
+/// 1.0: 18 % must not look like 100 % because nothing else was higher); None: the data's maximum.
 pub fn heatmap(
     title: &str,
     x_label: &str,
     value_label: &str,
     rows: &[(String, Vec<Option<f64>>)],
+    full_scale: Option<f64>,
 ) -> String {
     let mut out = String::new();
     open_svg(&mut out, title);
@@ -225,10 +228,11 @@ pub fn heatmap(
         out.push_str(r#"<text x="100" y="150">no data</text></svg>"#);
         return out;
     }
-    let max = rows
-        .iter()
-        .flat_map(|r| r.1.iter().flatten())
-        .fold(0.0f64, |m, v| m.max(*v));
+    let max = full_scale.unwrap_or_else(|| {
+        rows.iter()
+            .flat_map(|r| r.1.iter().flatten())
+            .fold(0.0f64, |m, v| m.max(*v))
+    });
     let pw = WIDTH - LEFT - RIGHT;
     let ph = HEIGHT - TOP - BOTTOM;
     let cw = pw / cols as f64;
@@ -338,7 +342,7 @@ mod tests {
     #[test]
     fn heatmap_scales_cells_to_the_maximum() {
         let rows = vec![("r0".to_string(), vec![Some(0.0), Some(10.0), None])];
-        let svg = heatmap("t", "x", "v", &rows);
+        let svg = heatmap("t", "x", "v", &rows, None);
         assert!(svg.contains("rgb(255,255,255)"));
         assert!(svg.contains(r#"fill="rgb(255,0,0)""#));
         assert!(svg.contains("#cccccc"));

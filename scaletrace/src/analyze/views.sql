@@ -3,7 +3,10 @@
 -- Expects one view per scaletrace table (flows, rtt, retransmits, interfaces, nccl_calls,
 -- gpu_events, gpu_devices, ...) and st_params; `scaletrace sql DIR` prints those first.
 -- Every view here is plain SQL over them: query any view from a notebook, or read `findings`.
--- Times are in µs since the epoch (DuckDB timestamps with time zone have µs precision).
+-- Times are in µs since the epoch, through st_us(): the tables' timestamps are nanosecond
+-- timestamps with time zone, which some DuckDB versions' epoch_us() does not accept.
+
+CREATE OR REPLACE MACRO st_us(t) AS epoch_ns(t) // 1000;
 
 ------------------------------------------------------------------------------------------
 -- Building blocks
@@ -24,7 +27,7 @@ LEFT JOIN (SELECT host, addr, any_value(name) AS name FROM interfaces GROUP BY A
 -- RTT samples per flow and window: latency percentiles and bytes moved.
 CREATE OR REPLACE VIEW st_rtt_window AS
 WITH r AS (
-    SELECT host, flow_id, epoch_us(ts) // p.window_us AS w, srtt_us, min_rtt_us,
+    SELECT host, flow_id, st_us(ts) // p.window_us AS w, srtt_us, min_rtt_us,
            bytes_acked + bytes_received AS bytes
     FROM rtt, st_params p),
 g AS (
@@ -49,7 +52,7 @@ GROUP BY ALL;
 
 -- Retransmitted segments per flow and window.
 CREATE OR REPLACE VIEW st_retrans_window AS
-SELECT host, flow_id, epoch_us(ts) // p.window_us AS w, count(*) AS retransmits
+SELECT host, flow_id, st_us(ts) // p.window_us AS w, count(*) AS retransmits
 FROM retransmits, st_params p
 WHERE flow_id IS NOT NULL AND kind = 'retransmit'
 GROUP BY ALL;
@@ -175,47 +178,142 @@ FROM st_group_window GROUP BY scope, subject;
 -- 4. Synchronization amplification: collectives across ranks
 ------------------------------------------------------------------------------------------
 
--- One row per rank and collective operation: NCCL kernels from imported GPU timelines, or,
--- without timelines, NCCL API calls (entry time only) joined to their rank via CommInitRank.
-CREATE OR REPLACE VIEW st_collective_op AS
-SELECT 'gpu_kernel' AS source, host, rank, device, collective,
-       epoch_us(ts) AS start_us, epoch_us(ts) + dur_ns // 1000 AS end_us
+-- Timeline events on the UTC axis (events of traces that lost their time base are left out:
+-- `time_aligned` is false for them), in µs.
+CREATE OR REPLACE VIEW st_event AS
+SELECT host, rank, source, category, name, on_gpu, collective, comm_source, process_group, seq,
+       msg_bytes, group_size, epoch_ns(ts) AS start_ns, epoch_ns(ts) + greatest(dur_ns, 0) AS end_ns,
+       epoch_ns(ts) // 1000 AS start_us, (epoch_ns(ts) + greatest(dur_ns, 0)) // 1000 AS end_us
 FROM gpu_events
-WHERE on_gpu AND collective IS NOT NULL AND rank IS NOT NULL
+WHERE coalesce(time_aligned, true);
+
+-- What each traced rank's timeline covers: one row per imported trace file (two traces of one
+-- rank a day apart are two spans, not one day), its device (GPU when it has GPU events, else the
+-- CPU), the communication layer its collectives are read from (the most precise one it has:
+-- NCCL kernels, other communication kernels, the backend's own annotation such as
+-- `gloo:all_reduce`, then the `c10d::` call), and the world size it states.
+CREATE OR REPLACE VIEW st_rank_trace AS
+WITH r AS (
+    SELECT host, rank, bool_or(on_gpu) AS has_gpu,
+           min(CASE comm_source WHEN 'nccl_kernel' THEN 1 WHEN 'comm_kernel' THEN 2
+                                WHEN 'backend' THEN 3 WHEN 'c10d' THEN 4 END) AS layer_order,
+           max(group_size) AS group_size
+    FROM st_event GROUP BY host, rank)
+SELECT e.host, e.rank, e.source, min(e.start_ns) AS first_ns, max(e.end_ns) AS last_ns,
+       min(e.start_us) AS first_us, max(e.end_us) AS last_us,
+       any_value(CASE WHEN r.has_gpu THEN 'gpu' ELSE 'cpu' END) AS device,
+       any_value(CASE r.layer_order WHEN 1 THEN 'nccl_kernel' WHEN 2 THEN 'comm_kernel'
+                                    WHEN 3 THEN 'backend' WHEN 4 THEN 'c10d' END) AS comm_layer,
+       any_value(r.group_size) AS group_size
+FROM st_event e JOIN r ON r.host = e.host AND r.rank IS NOT DISTINCT FROM e.rank
+GROUP BY e.host, e.rank, e.source;
+
+-- Traces that can be one job: they share a moment in time (the moment most traced ranks
+-- cover) and state the same group size. Anything else is refused, with the reason, instead of
+-- being matched into nonsense (two runs a day apart are not one job).
+CREATE OR REPLACE VIEW st_job_moment AS
+SELECT a.first_us AS moment_us, count(DISTINCT (b.host, b.rank)) AS ranks
+FROM st_rank_trace a JOIN st_rank_trace b ON b.first_us <= a.first_us AND b.last_us >= a.first_us
+WHERE a.rank IS NOT NULL AND b.rank IS NOT NULL
+GROUP BY a.first_us ORDER BY ranks DESC, moment_us LIMIT 1;
+
+CREATE OR REPLACE VIEW st_rank_refused AS
+WITH t AS (
+    SELECT host, rank, bool_or(first_us <= m.moment_us AND last_us >= m.moment_us) AS at_moment,
+           any_value(group_size) AS group_size
+    FROM st_rank_trace, st_job_moment m WHERE rank IS NOT NULL GROUP BY host, rank),
+g AS (SELECT mode(group_size) AS group_size FROM t WHERE at_moment)
+SELECT t.host, t.rank,
+       CASE WHEN NOT t.at_moment THEN 'its trace does not overlap in time with the other ranks'' traces'
+            ELSE printf('it states a group size of %d, the other ranks %d', t.group_size, g.group_size) END AS reason
+FROM t, g
+WHERE NOT t.at_moment OR (t.group_size IS NOT NULL AND g.group_size IS NOT NULL AND t.group_size <> g.group_size);
+
+-- ProfilerStep#N annotations: the training steps of each rank (N counts iterations from the
+-- start of the job, so step N of every rank is the same iteration).
+CREATE OR REPLACE VIEW st_profiler_step AS
+SELECT host, rank, TRY_CAST(regexp_extract(name, '#(\d+)', 1) AS BIGINT) AS step,
+       min(start_ns) AS start_ns, max(end_ns) AS end_ns, min(start_us) AS start_us, max(end_us) AS end_us
+FROM st_event
+-- the CPU annotation; Kineto mirrors it on the GPU timeline as `gpu_user_annotation`
+WHERE name LIKE 'ProfilerStep#%' AND NOT on_gpu AND category <> 'gpu_user_annotation' AND rank IS NOT NULL
+GROUP BY ALL;
+
+-- One row per rank and collective operation, from the rank's communication layer, or, without
+-- timelines, from NCCL API calls (entry time only) joined to their rank via CommInitRank. The
+-- key that matches one operation across ranks: the process group's sequence number when the
+-- trace has it; else the ProfilerStep and the operation's order within it; else its order.
+CREATE OR REPLACE VIEW st_collective_op AS
+WITH k AS (
+    SELECT e.comm_source AS source, e.host, e.rank, e.collective, e.process_group, e.seq,
+           e.msg_bytes, e.start_us, e.end_us,
+           (SELECT max(p.step) FROM st_profiler_step p
+             WHERE p.host = e.host AND p.rank = e.rank AND p.start_us <= e.start_us AND p.end_us > e.start_us) AS profiler_step
+    FROM st_event e
+    JOIN (SELECT DISTINCT host, rank, comm_layer FROM st_rank_trace) t
+      ON t.host = e.host AND t.rank = e.rank AND t.comm_layer = e.comm_source
+    WHERE e.rank IS NOT NULL AND e.collective NOT IN ('Barrier', 'Send', 'Recv', 'SendRecv', 'Other')
+      AND (e.host, e.rank) NOT IN (SELECT (host, rank) FROM st_rank_refused))
+SELECT source, host, rank, collective, process_group, msg_bytes, start_us, end_us, profiler_step,
+       coalesce(
+         'seq ' || seq,
+         'step ' || profiler_step || ' #' || row_number() OVER (PARTITION BY host, rank, collective, profiler_step ORDER BY start_us),
+         '#' || row_number() OVER (PARTITION BY host, rank, collective ORDER BY start_us)) AS match_key
+FROM k
 UNION ALL
-SELECT 'nccl_call', c.host, i.rank, NULL, c.op, epoch_us(c.ts), NULL
+SELECT 'nccl_call', c.host, i.rank, c.op, NULL, NULL, st_us(c.ts), NULL, NULL,
+       '#' || row_number() OVER (PARTITION BY c.host, i.rank, c.op ORDER BY c.ts)
 FROM nccl_calls c
 JOIN (SELECT host, pid, comm, any_value(rank) AS rank FROM nccl_calls
       WHERE op = 'CommInitRank' AND result = 'ncclSuccess' GROUP BY ALL) i USING (host, pid, comm)
 WHERE c.op IN ('AllReduce', 'AllGather', 'ReduceScatter', 'Broadcast', 'Reduce')
   AND NOT EXISTS (SELECT 1 FROM gpu_events WHERE collective IS NOT NULL);
 
--- The n-th operation of a collective on every rank is one step.
-CREATE OR REPLACE VIEW st_collective_rank_step AS
-WITH o AS (
-    SELECT *, row_number() OVER (PARTITION BY source, rank, collective ORDER BY start_us) AS step
+-- One collective operation on every rank is one step. A step is matched only when every rank
+-- has it and, for timelines with end times, all of its ranks' operations overlap in time (an
+-- operation cannot finish before the last rank joins it); the others are in
+-- st_collective_refused.
+CREATE OR REPLACE VIEW st_collective_candidate AS
+WITH k AS (
+    SELECT *, min(start_us) OVER (PARTITION BY source, collective, match_key) AS key_start_us
     FROM st_collective_op),
-s AS (
-    SELECT *, count(*) OVER (PARTITION BY source, collective, step) AS ranks,
-           max(start_us) OVER (PARTITION BY source, collective, step) AS last_start_us,
-           min(start_us) OVER (PARTITION BY source, collective, step) AS first_start_us
-    FROM o)
-SELECT source, collective, step, host, rank, device, ranks, start_us, end_us,
+o AS (
+    SELECT * EXCLUDE (key_start_us),
+           dense_rank() OVER (PARTITION BY source, collective ORDER BY key_start_us, match_key) AS step_id
+    FROM k)
+SELECT *, count(*) OVER (PARTITION BY source, collective, match_key) AS ranks,
+       max(start_us) OVER (PARTITION BY source, collective, match_key) AS last_start_us,
+       min(start_us) OVER (PARTITION BY source, collective, match_key) AS first_start_us,
+       min(end_us) OVER (PARTITION BY source, collective, match_key) AS first_end_us,
+       (SELECT count(DISTINCT (host, rank)) FROM st_collective_op x WHERE x.source = o.source) AS source_ranks
+FROM o;
+
+CREATE OR REPLACE VIEW st_collective_refused AS
+SELECT source, collective, count(DISTINCT match_key) AS steps,
+       count(DISTINCT match_key) FILTER (WHERE ranks < source_ranks) AS not_on_every_rank,
+       count(DISTINCT match_key) FILTER (WHERE ranks >= source_ranks AND last_start_us > first_end_us) AS not_overlapping
+FROM st_collective_candidate
+WHERE ranks < source_ranks OR last_start_us > first_end_us
+GROUP BY ALL;
+
+CREATE OR REPLACE VIEW st_collective_rank_step AS
+SELECT source, collective, step_id AS step, match_key, host, rank, ranks, start_us, end_us, msg_bytes,
        last_start_us - start_us AS wait_us,
        end_us - start_us AS dur_us,
        end_us - last_start_us AS transfer_us,
-       (last_start_us - start_us) / nullif(end_us - start_us, 0) AS wait_fraction
-FROM s
--- steps every rank reached (a trace cut at the edges has partial steps)
-WHERE ranks = (SELECT max(c) FROM (SELECT count(DISTINCT rank) AS c FROM st_collective_op GROUP BY source, collective))
-  AND ranks >= 2;
+       -- bounded: the wait is part of this rank's operation
+       least(1.0, greatest(0.0, (last_start_us - start_us) / nullif(end_us - start_us, 0))) AS wait_fraction
+FROM st_collective_candidate
+WHERE ranks = source_ranks AND ranks >= 2 AND NOT coalesce(last_start_us > first_end_us, false);
 
 CREATE OR REPLACE VIEW st_collective_step AS
-SELECT source, collective, step, any_value(ranks) AS ranks,
+SELECT source, collective, step, any_value(match_key) AS match_key, any_value(ranks) AS ranks,
        to_timestamp(min(start_us) / 1e6) AS first_start,
        max(start_us) - min(start_us) AS arrival_spread_us,
        max(end_us) - min(end_us) AS finish_spread_us,
        max(end_us) - min(start_us) AS step_us,
+       median(end_us - start_us) AS median_dur_us,
+       max(end_us) - max(start_us) AS transfer_us,
        arg_max(rank, start_us) AS last_rank,
        arg_max(host, start_us) AS last_host,
        max(wait_fraction) AS fastest_wait_fraction
@@ -260,7 +358,7 @@ d AS (
     FROM gpu_devices GROUP BY ALL),
 t AS (
     SELECT rank, median(transfer_us) AS transfer_us, median(dur_us) AS collective_us
-    FROM st_collective_rank_step WHERE source = 'gpu_kernel' GROUP BY rank)
+    FROM st_collective_rank_step WHERE source IN ('nccl_kernel', 'comm_kernel') GROUP BY rank)
 SELECT rg.host, rg.rank, rg.device, d.numa_node, d.nearest_nic, d.nic_numa_node, d.nic_locality,
        coalesce(d.nic_locality = 'SYS' OR d.numa_node <> d.nic_numa_node, false) AS mismatched,
        t.transfer_us, t.collective_us
@@ -277,25 +375,107 @@ FROM st_rank_locality l;
 -- 6. GPU idle explained: compute idle while collectives run, with the network at that time
 ------------------------------------------------------------------------------------------
 
--- GPU time per rank and window, split into collective kernels and everything else. Kernels on
--- several streams may overlap and are summed; fractions are capped at 1 (`scaletrace merge`
--- computes exact interval unions).
-CREATE OR REPLACE VIEW st_gpu_window AS
-WITH e AS (
-    SELECT host, rank, collective IS NOT NULL AS is_collective,
-           epoch_us(ts) AS s, epoch_us(ts) + greatest(dur_ns, 0) // 1000 AS e
-    FROM gpu_events WHERE on_gpu AND rank IS NOT NULL),
-x AS (
-    SELECT host, rank, is_collective, s, e, unnest(range(s // p.window_us, e // p.window_us + 1)) AS w
-    FROM e, st_params p),
+-- Busy intervals per traced rank, in three lanes: `comm` (its collective operations, from its
+-- communication layer), `compute` (everything else its device ran: GPU kernels, memcpy and
+-- memset; for CPU-only traces the CPU operators, less waits and synchronizations), and `busy`
+-- (either). Each lane's intervals are merged, so time covered twice (nested operators, kernels
+-- on several streams) counts once. In ns: rounding each of thousands of kernels to µs would
+-- shift a step's busy time by hundreds of µs.
+CREATE OR REPLACE VIEW st_lane_event AS
+SELECT e.host, e.rank, 'comm' AS lane, e.start_ns AS s, e.end_ns AS e
+FROM st_event e
+JOIN (SELECT DISTINCT host, rank, device, comm_layer FROM st_rank_trace) t
+  ON t.host = e.host AND t.rank IS NOT DISTINCT FROM e.rank
+WHERE e.end_ns > e.start_ns
+  AND CASE WHEN t.device = 'gpu' THEN e.on_gpu AND e.comm_source IS NOT NULL
+           ELSE e.comm_source = t.comm_layer END
+UNION ALL
+SELECT e.host, e.rank, 'compute', e.start_ns, e.end_ns
+FROM st_event e
+JOIN (SELECT DISTINCT host, rank, device FROM st_rank_trace) t
+  ON t.host = e.host AND t.rank IS NOT DISTINCT FROM e.rank
+WHERE e.comm_source IS NULL AND e.end_ns > e.start_ns
+  AND CASE WHEN t.device = 'gpu' THEN e.on_gpu
+           ELSE e.category = 'cpu_op' AND e.name NOT ILIKE '%wait%' AND e.name NOT ILIKE '%synchronize%' END;
+
+CREATE OR REPLACE VIEW st_lane_interval AS
+WITH x AS (
+    SELECT * FROM st_lane_event
+    UNION ALL
+    SELECT host, rank, 'busy', s, e FROM st_lane_event),
+m AS (
+    SELECT *, max(e) OVER (PARTITION BY host, rank, lane ORDER BY s, e
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM x),
+g AS (
+    SELECT *, sum(CASE WHEN prev_end >= s THEN 0 ELSE 1 END)
+                OVER (PARTITION BY host, rank, lane ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
+    FROM m)
+SELECT host, rank, lane, min(s) AS s, max(e) AS e FROM g GROUP BY host, rank, lane, island;
+
+-- Per rank and training step (ProfilerStep#N): busy, compute, communication, their overlap,
+-- idle, and the communication not hidden behind compute (exposed), in µs.
+CREATE OR REPLACE VIEW st_rank_step AS
+WITH o AS (
+    SELECT p.host, p.rank, p.step, p.start_ns, p.end_ns, i.lane,
+           sum(greatest(0, least(i.e, p.end_ns) - greatest(i.s, p.start_ns))) / 1000.0 AS us
+    FROM st_profiler_step p
+    LEFT JOIN st_lane_interval i
+      ON i.host = p.host AND i.rank = p.rank AND i.s < p.end_ns AND i.e > p.start_ns
+    GROUP BY ALL)
+SELECT host, rank, step, to_timestamp(any_value(start_ns) / 1e9) AS step_start,
+       any_value(end_ns - start_ns) / 1000.0 AS step_us,
+       coalesce(sum(us) FILTER (WHERE lane = 'busy'), 0) AS busy_us,
+       coalesce(sum(us) FILTER (WHERE lane = 'compute'), 0) AS compute_us,
+       coalesce(sum(us) FILTER (WHERE lane = 'comm'), 0) AS comm_us,
+       compute_us + comm_us - busy_us AS overlap_us,
+       step_us - busy_us AS idle_us,
+       comm_us - overlap_us AS exposed_comm_us
+FROM o GROUP BY host, rank, step;
+
+-- Per traced rank and window: the same shares, of the time the rank was traced in that window
+-- (not of the whole window). Windows outside every trace of the rank have no row, and no grid
+-- is filled across gaps between traces.
+CREATE OR REPLACE VIEW st_rank_window AS
+WITH p AS (SELECT window_us, window_us * 1000 AS wn FROM st_params),
+w AS (
+    SELECT DISTINCT host, rank, unnest(range(first_ns // p.wn, (last_ns - 1) // p.wn + 1)) AS w
+    FROM st_rank_trace, p WHERE last_ns > first_ns),
+tr AS (
+    SELECT w.host, w.rank, w.w, any_value(t.device) AS device,
+           least(any_value(p.wn), sum(least(t.last_ns, (w.w + 1) * p.wn) - greatest(t.first_ns, w.w * p.wn))) AS traced_ns
+    FROM w CROSS JOIN p JOIN st_rank_trace t
+      ON t.host = w.host AND t.rank IS NOT DISTINCT FROM w.rank
+     AND t.first_ns < (w.w + 1) * p.wn AND t.last_ns > w.w * p.wn
+    GROUP BY ALL),
 o AS (
-    SELECT host, rank, w, is_collective,
-           least(e, (w + 1) * p.window_us) - greatest(s, w * p.window_us) AS overlap_us
-    FROM x, st_params p)
-SELECT host, rank, w, to_timestamp(w * any_value(p.window_us) / 1e6) AS window_start,
-       least(1.0, coalesce(sum(overlap_us) FILTER (WHERE is_collective), 0) / any_value(p.window_us)) AS collective_fraction,
-       least(1.0, coalesce(sum(overlap_us) FILTER (WHERE NOT is_collective), 0) / any_value(p.window_us)) AS compute_fraction
-FROM o, st_params p GROUP BY host, rank, w;
+    SELECT tr.host, tr.rank, tr.w, i.lane,
+           sum(least(i.e, (tr.w + 1) * p.wn) - greatest(i.s, tr.w * p.wn)) AS ns
+    FROM tr CROSS JOIN p JOIN st_lane_interval i
+      ON i.host = tr.host AND i.rank IS NOT DISTINCT FROM tr.rank
+     AND i.s < (tr.w + 1) * p.wn AND i.e > tr.w * p.wn
+    GROUP BY ALL),
+c AS (
+    SELECT host, rank, start_us // (SELECT window_us FROM st_params) AS w, count(*) AS collective_ops
+    FROM st_collective_op WHERE source <> 'nccl_call' GROUP BY ALL),
+f AS (
+    SELECT tr.host, tr.rank, tr.w, tr.device, tr.traced_ns,
+           coalesce(sum(o.ns) FILTER (WHERE o.lane = 'busy'), 0) / tr.traced_ns AS busy_frac,
+           coalesce(sum(o.ns) FILTER (WHERE o.lane = 'compute'), 0) / tr.traced_ns AS compute_frac,
+           coalesce(sum(o.ns) FILTER (WHERE o.lane = 'comm'), 0) / tr.traced_ns AS comm_frac
+    FROM tr LEFT JOIN o ON o.host = tr.host AND o.rank IS NOT DISTINCT FROM tr.rank AND o.w = tr.w
+    WHERE tr.traced_ns > 0
+    GROUP BY tr.host, tr.rank, tr.w, tr.device, tr.traced_ns)
+SELECT f.host, f.rank, f.w, to_timestamp(f.w * p.window_us / 1e6) AS window_start, f.device,
+       f.traced_ns / 1000.0 AS traced_us,
+       -- interval unions cannot exceed the traced time; least() only absorbs µs rounding
+       least(1.0, f.busy_frac) AS busy_frac, least(1.0, f.compute_frac) AS compute_frac,
+       least(1.0, f.comm_frac) AS comm_frac,
+       greatest(0.0, least(1.0, f.compute_frac + f.comm_frac - f.busy_frac)) AS overlap_frac,
+       greatest(0.0, 1.0 - least(1.0, f.busy_frac)) AS idle_frac,
+       coalesce(c.collective_ops, 0) AS collective_ops,
+       f.comm_frac >= p.idle_collective_fraction AND f.compute_frac <= p.idle_compute_fraction AS waiting_on_collectives
+FROM f LEFT JOIN c ON c.host = f.host AND c.rank IS NOT DISTINCT FROM f.rank AND c.w = f.w, st_params p;
 
 -- Network symptoms per host and window.
 CREATE OR REPLACE VIEW st_host_network_window AS
@@ -305,20 +485,50 @@ SELECT w.host, w.w, sum(w.retransmits) AS retransmits,
        string_agg(DISTINCT f.remote_addr, ', ' ORDER BY f.remote_addr) FILTER (WHERE w.degraded OR w.retransmits > 0) AS affected_peers
 FROM st_flow_window w JOIN st_flow f USING (host, flow_id) GROUP BY w.host, w.w;
 
+-- Network per host and window: bytes, RTT percentiles, retransmits (the network half of
+-- `windows`).
+CREATE OR REPLACE VIEW st_host_net_window AS
+WITH r AS (
+    SELECT host, st_us(ts) // p.window_us AS w, srtt_us FROM rtt, st_params p),
+q AS (
+    SELECT host, w, count(*) AS rtt_samples, quantile_cont(srtt_us, 0.5) AS rtt_p50_us,
+           quantile_cont(srtt_us, 0.99) AS rtt_p99_us
+    FROM r GROUP BY ALL),
+b AS (SELECT host, w, sum(greatest(bytes, 0)) AS bytes FROM st_rtt_window GROUP BY ALL),
+x AS (SELECT host, w, sum(retransmits) AS retransmits FROM st_retrans_window GROUP BY ALL)
+SELECT coalesce(q.host, x.host) AS host, coalesce(q.w, x.w) AS w, coalesce(b.bytes, 0) AS net_bytes,
+       coalesce(b.bytes, 0) * 8e6 / p.window_us AS net_throughput_bps,
+       coalesce(q.rtt_samples, 0) AS rtt_samples, q.rtt_p50_us, q.rtt_p99_us,
+       coalesce(x.retransmits, 0) AS retransmits
+FROM q
+FULL JOIN x ON x.host = q.host AND x.w = q.w
+LEFT JOIN b ON b.host = coalesce(q.host, x.host) AND b.w = coalesce(q.w, x.w), st_params p;
+
+-- The `windows` table of `scaletrace merge`: every traced rank's window with its host's network
+-- in the same window, and the host's network windows where no rank was traced (rank null).
+CREATE OR REPLACE VIEW st_window AS
+SELECT coalesce(g.host, n.host) AS host, g.rank, coalesce(g.w, n.w) AS w,
+       to_timestamp(coalesce(g.w, n.w) * p.window_us / 1e6) AS window_start,
+       g.device, g.traced_us, g.busy_frac, g.compute_frac, g.comm_frac, g.overlap_frac, g.idle_frac,
+       g.collective_ops, g.waiting_on_collectives,
+       n.net_bytes, n.net_throughput_bps, n.rtt_samples, n.rtt_p50_us, n.rtt_p99_us, n.retransmits
+FROM st_rank_window g
+FULL JOIN st_host_net_window n ON n.host = g.host AND n.w = g.w, st_params p;
+
 CREATE OR REPLACE VIEW st_gpu_idle_window AS
 SELECT g.*, n.retransmits, n.degraded_flows, n.max_rtt_inflation, n.affected_peers,
        coalesce(n.retransmits > 0 OR n.degraded_flows > 0, false) AS network_symptom
-FROM st_gpu_window g
-LEFT JOIN st_host_network_window n USING (host, w), st_params p
-WHERE g.collective_fraction >= p.idle_collective_fraction AND g.compute_fraction <= p.idle_compute_fraction;
+FROM st_rank_window g
+LEFT JOIN st_host_network_window n USING (host, w)
+WHERE g.waiting_on_collectives AND g.rank IS NOT NULL;
 
 CREATE OR REPLACE VIEW st_gpu_idle AS
 SELECT i.host, i.rank, count(*) AS idle_windows,
-       (SELECT count(*) FROM st_gpu_window g WHERE g.host = i.host AND g.rank = i.rank) AS windows,
+       (SELECT count(*) FROM st_rank_window g WHERE g.host = i.host AND g.rank = i.rank) AS windows,
        count(*) FILTER (WHERE network_symptom) AS explained_windows,
        sum(retransmits) AS retransmits, max(max_rtt_inflation) AS max_rtt_inflation,
        nullif(array_to_string(list_sort(list_distinct(flatten(list(string_split(affected_peers, ', '))))), ', '), '') AS affected_peers,
-       avg(collective_fraction) AS collective_fraction
+       avg(comm_frac) AS collective_fraction
 FROM st_gpu_idle_window i GROUP BY i.host, i.rank;
 
 ------------------------------------------------------------------------------------------

@@ -1,0 +1,308 @@
+"""Real PyTorch profiler (Kineto) traces from GPU clusters (../shared/real-traces, recorded by
+others): import, merge and analyze them, and check every number against an independent
+computation written here from the JSON itself (exact decimals, interval unions in Python) —
+never against the code under test. Also: cut traces keep their events, two inputs with one
+file name stay two, traces of different jobs are refused, and the SQL that `scaletrace sql`
+prints runs in the Python DuckDB that setup installs."""
+import decimal
+import gzip
+import json
+import os
+import shutil
+import subprocess
+
+import duckdb
+import pytest
+
+from netlab import Recorder, transfer
+
+BIN = os.environ.get("SCALETRACE_BIN", os.path.join(os.path.dirname(__file__), "..", "target", "release", "scaletrace"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+REAL = next((p for p in (os.path.join(HERE, "..", "..", "shared", "real-traces"),
+                         os.path.join(HERE, "..", "shared", "real-traces")) if os.path.isdir(p)), None)
+pytestmark = pytest.mark.skipif(REAL is None, reason="../shared/real-traces is not beside this checkout")
+
+NCCL_DATA = "hta_nccl_parser_config/nccl_data.json.gz"        # rank 0 of 2, base at the end, kernel args
+DF_INDEX = "hta_df_index_resolver/df_index_resolver.json.gz"  # rank 1 of 2, 216k events, absolute µs
+GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+
+
+def run(*args, timeout=600):
+    return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def load(name):
+    """The trace with every number as an exact Decimal."""
+    with gzip.open(os.path.join(REAL, name), "rt") as f:
+        return json.load(f, parse_float=decimal.Decimal, parse_int=decimal.Decimal)
+
+
+def ns(us):
+    """µs (Decimal) to ns, rounded half away from zero."""
+    return int((us * 1000).to_integral_value(rounding=decimal.ROUND_HALF_UP))
+
+
+def complete(events):
+    return [e for e in events if e.get("ph") == "X" and "ts" in e and "dur" in e]
+
+
+def union(intervals):
+    out = []
+    for s, e in sorted(i for i in intervals if i[1] > i[0]):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def covered(intervals, lo, hi):
+    return sum(max(0, min(e, hi) - max(s, lo)) for s, e in intervals)
+
+
+def sql_script(*paths):
+    proc = run("sql", *paths)
+    assert proc.returncode == 0, proc.stderr
+    con = duckdb.connect()
+    con.execute(proc.stdout)
+    return con
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    out = tmp_path_factory.mktemp("real")
+    for name, host in ((NCCL_DATA, "a100"), (DF_INDEX, "v100")):
+        proc = run("import", os.path.join(REAL, name), "--out", str(out / host), "--host", host)
+        assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_every_event_lands_with_exact_nanoseconds(imported):
+    doc = load(NCCL_DATA)
+    base = int(doc["baseTimeNanoseconds"])
+    events = complete(doc["traceEvents"])
+    con = duckdb.connect()
+    got = con.execute(f"""SELECT name, epoch_ns(ts), dur_ns FROM read_parquet('{imported}/a100/gpu_events/*.parquet')
+                          ORDER BY epoch_ns(ts), name, dur_ns""").fetchall()
+    want = sorted((e["name"], base + ns(e["ts"]), ns(e["dur"])) for e in events)
+    got.sort()
+    assert len(got) == len(want)
+    assert got == want, "every timestamp exact to the nanosecond"
+    # The absolute-µs trace: ts carries no fraction there, so the UTC is ts × 1000 exactly.
+    doc = load(DF_INDEX)
+    n = len(complete(doc["traceEvents"]))
+    assert con.execute(f"SELECT count(*) FROM read_parquet('{imported}/v100/gpu_events/*.parquet')").fetchone()[0] == n
+
+
+def test_collectives_of_every_layer_with_their_arguments(imported):
+    doc = load(NCCL_DATA)
+    events = complete(doc["traceEvents"])
+    want = {
+        "nccl_kernel": sum(1 for e in events if e["cat"] == "kernel" and e["name"].startswith(("ncclKernel_", "ncclDevKernel_"))),
+        "c10d": sum(1 for e in events if e["name"] in ("c10d::allreduce_", "c10d::broadcast_")),
+        "backend": sum(1 for e in events if e["name"] in ("nccl:all_reduce", "nccl:broadcast")),
+        "param_comms": sum(1 for e in events if e["name"] == "record_param_comms"),
+    }
+    con = duckdb.connect()
+    got = dict(con.execute(f"""SELECT comm_source, count(*) FROM read_parquet('{imported}/a100/gpu_events/*.parquet')
+                              WHERE comm_source IS NOT NULL GROUP BY ALL""").fetchall())
+    assert got == want
+    # Message sizes from `In msg nelems` × 4 bytes (Float), process group with its description.
+    params = [e["args"] for e in events if e["name"] == "record_param_comms"]
+    want_bytes = sorted(int(a["In msg nelems"]) * 4 for a in params if a.get("dtype") == "Float")
+    got_bytes = [r[0] for r in con.execute(f"""SELECT msg_bytes FROM read_parquet('{imported}/a100/gpu_events/*.parquet')
+        WHERE comm_source = 'param_comms' AND dtype = 'Float' ORDER BY msg_bytes""").fetchall()]
+    assert got_bytes == want_bytes and want_bytes
+    assert con.execute(f"""SELECT DISTINCT process_group, group_size FROM read_parquet('{imported}/a100/gpu_events/*.parquet')
+        WHERE comm_source = 'param_comms' AND process_group IS NOT NULL""").fetchall() == [("0 (default_pg)", 2)]
+
+
+def rank_steps_independently(doc, rank_has_gpu=True):
+    """Per ProfilerStep: busy, compute, communication and overlap in µs, from the JSON."""
+    events = complete(doc["traceEvents"])
+    us = lambda e: (float(e["ts"]), float(e["ts"] + e["dur"]))
+    gpu = [e for e in events if e["cat"] in GPU_CATS]
+    comm = union([us(e) for e in gpu if e["name"].startswith(("ncclKernel_", "ncclDevKernel_"))])
+    compute = union([us(e) for e in gpu if not e["name"].startswith(("ncclKernel_", "ncclDevKernel_"))])
+    busy = union([us(e) for e in gpu])
+    steps = {}
+    for e in events:
+        if e["name"].startswith("ProfilerStep#") and e["cat"] != "gpu_user_annotation":
+            lo, hi = us(e)
+            steps[int(e["name"].split("#")[1])] = (hi - lo, covered(busy, lo, hi), covered(compute, lo, hi), covered(comm, lo, hi))
+    return steps
+
+
+@pytest.mark.parametrize("name,host", [(NCCL_DATA, "a100"), (DF_INDEX, "v100")])
+def test_busy_compute_communication_and_overlap_per_step(imported, name, host):
+    """The printed SQL, run in the Python DuckDB: st_rank_step against interval unions computed
+    here. Timestamps are µs in the views (≤ 1 µs per interval edge)."""
+    doc = load(name)
+    want = rank_steps_independently(doc)
+    assert want, "the trace has ProfilerStep annotations"
+    con = sql_script(str(imported / host))
+    got = {r[0]: r[1:] for r in con.execute(
+        "SELECT step, step_us, busy_us, compute_us, comm_us, overlap_us, idle_us FROM st_rank_step").fetchall()}
+    assert set(got) == set(want)
+    for step, (dur, busy, compute, comm) in want.items():
+        g_dur, g_busy, g_compute, g_comm, g_overlap, g_idle = got[step]
+        tol = 2 + 0.001 * dur
+        assert abs(g_dur - dur) <= tol
+        assert abs(g_busy - busy) <= tol, (step, g_busy, busy)
+        assert abs(g_compute - compute) <= tol, (step, g_compute, compute)
+        assert abs(g_comm - comm) <= tol, (step, g_comm, comm)
+        assert abs(g_overlap - (compute + comm - busy)) <= 2 * tol
+        assert abs(g_idle - (dur - busy)) <= tol
+        assert 0 <= g_overlap <= min(g_compute, g_comm) + 1
+
+
+def test_merge_windows_are_shares_of_traced_time(imported, tmp_path):
+    """A window half inside the trace: its shares are of the traced half, and windows outside
+    the trace have no row (no zero-filled grid)."""
+    doc = load(NCCL_DATA)
+    base = int(doc["baseTimeNanoseconds"])
+    events = complete(doc["traceEvents"])
+    span = (min(base + ns(e["ts"]) for e in events), max(base + ns(e["ts"]) + ns(e["dur"]) for e in events))
+    tree = tmp_path / "tree"
+    shutil.copytree(imported / "a100", tree / "a100")
+    proc = run("merge", str(tree), "--window", "100ms")
+    assert proc.returncode == 0, proc.stderr
+    con = duckdb.connect()
+    rows = con.execute(f"""SELECT epoch_ns(window_start), traced_ns, busy_frac, comm_frac, idle_frac, device, rank
+                           FROM read_parquet('{tree}/windows/*.parquet') ORDER BY 1""").fetchall()
+    w = 100_000_000
+    assert [r[0] for r in rows] == list(range(span[0] // w * w, span[1], w))
+    gpu = union([(base + ns(e["ts"]), base + ns(e["ts"]) + ns(e["dur"])) for e in events if e["cat"] in GPU_CATS])
+    for start, traced, busy, comm, idle, device, rank in rows:
+        lo, hi = max(start, span[0]), min(start + w, span[1])
+        assert abs(traced - (hi - lo)) <= 2_000
+        assert abs(busy - covered(gpu, lo, hi) / (hi - lo)) <= 0.001
+        assert 0 <= comm <= 1 and abs(busy + idle - 1) < 1e-9
+        assert (device, rank) == ("gpu", 0)
+    # merge reads what analyze reads: a fleet directory with one subdirectory per host.
+    assert run("merge", str(imported), "--out", str(tmp_path / "fleet")).returncode == 0
+
+
+def test_a_cut_trace_keeps_its_events_unaligned_and_can_be_aligned_later(tmp_path):
+    doc = load(NCCL_DATA)
+    base = int(doc["baseTimeNanoseconds"])
+    with gzip.open(os.path.join(REAL, NCCL_DATA), "rt") as f:
+        text = f.read()
+    cut = text[: int(len(text) * 0.6)]
+    # Independently: the complete events before the cut, decoded one by one.
+    decoder = json.JSONDecoder(parse_float=decimal.Decimal)
+    pos = cut.index("[", cut.index('"traceEvents"')) + 1
+    before = []
+    while True:
+        while pos < len(cut) and cut[pos] in " \n\r\t,":
+            pos += 1
+        try:
+            event, pos = decoder.raw_decode(cut, pos)
+        except json.JSONDecodeError:
+            break
+        before.append(event)
+    want = sorted(ns(e["ts"]) for e in complete(before))
+    assert 1000 < len(want) < len(complete(doc["traceEvents"]))
+    trace = tmp_path / "cut.json"
+    trace.write_text(cut)
+    proc = run("import", str(trace), "--out", str(tmp_path / "unaligned"), "--host", "h")
+    assert proc.returncode == 1
+    assert f"{len(want)} events before the error were kept" in proc.stderr, proc.stderr
+    assert "truncated trace at line" in proc.stderr and "--time-base" in proc.stderr
+    con = duckdb.connect()
+    got = con.execute(f"""SELECT epoch_ns(ts), time_aligned FROM read_parquet('{tmp_path}/unaligned/gpu_events/*.parquet')
+                          ORDER BY 1""").fetchall()
+    assert [g[0] for g in got] == want and {g[1] for g in got} == {False}
+    # Aligned later with the base the intact file had.
+    proc = run("import", str(trace), "--out", str(tmp_path / "aligned"), "--host", "h", "--time-base", str(base))
+    assert proc.returncode == 1 and f"{len(want)} events before the error were kept" in proc.stderr
+    got = con.execute(f"""SELECT epoch_ns(ts), time_aligned FROM read_parquet('{tmp_path}/aligned/gpu_events/*.parquet')
+                          ORDER BY 1""").fetchall()
+    assert [g[0] for g in got] == [base + t for t in want] and {g[1] for g in got} == {True}
+    # The unaligned events are not put on the UTC axis of the analysis.
+    con = sql_script(str(tmp_path / "unaligned"))
+    assert con.execute("SELECT count(*) FROM st_event").fetchone()[0] == 0
+    # A cut .json.gz: the decoder's error, and the events before it kept.
+    raw = open(os.path.join(REAL, NCCL_DATA), "rb").read()
+    gz = tmp_path / "cut.json.gz"
+    gz.write_bytes(raw[: len(raw) // 2])
+    proc = run("import", str(gz), "--out", str(tmp_path / "gz"), "--host", "h")
+    assert proc.returncode == 1
+    kept = con.execute(f"SELECT count(*) FROM read_parquet('{tmp_path}/gz/gpu_events/*.parquet')").fetchone()[0]
+    assert kept > 1000, proc.stderr
+
+
+def test_two_inputs_with_one_file_name_stay_two(tmp_path):
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        shutil.copy(os.path.join(REAL, NCCL_DATA), tmp_path / d / "trace.json.gz")
+    proc = run("import", str(tmp_path / "a" / "trace.json.gz"), str(tmp_path / "b" / "trace.json.gz"),
+               "--out", str(tmp_path / "out"), "--host", "h")
+    assert proc.returncode == 0, proc.stderr
+    files = os.listdir(tmp_path / "out" / "gpu_events")
+    assert len(files) == 2, files
+    n = len(complete(load(NCCL_DATA)["traceEvents"]))
+    total = duckdb.connect().execute(f"SELECT count(*) FROM read_parquet('{tmp_path}/out/gpu_events/*.parquet')").fetchone()[0]
+    assert total == 2 * n
+
+
+def test_nonsense_is_refused_with_its_location(tmp_path):
+    def trace(events, base=1_700_000_000_000_000_000):
+        p = tmp_path / "t.json"
+        doc = {"traceEvents": events}
+        if base is not None:
+            doc["baseTimeNanoseconds"] = base
+        p.write_text(json.dumps(doc, indent=1))
+        return run("import", str(p), "--out", str(tmp_path / "out"))
+    ok = {"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}
+    proc = trace([ok, {"ph": "X", "cat": "cpu_op", "name": "b", "ts": 1e17, "dur": 1}], base=None)
+    assert proc.returncode == 1 and "outside 2000..2100" in proc.stderr and "line" in proc.stderr
+    proc = trace([ok], base=9223372036854775000)
+    assert proc.returncode == 1 and "outside 2000..2100" in proc.stderr
+    proc = trace([ok], base="build 42 at 1.7e18")
+    assert proc.returncode == 1 and "not an integer number of nanoseconds" in proc.stderr
+    proc = trace([ok, {"ph": "X", "cat": "cpu_op", "name": "b", "ts": 2, "dur": -5}])
+    assert proc.returncode == 1 and "negative duration" in proc.stderr and "line 1" in proc.stderr
+
+
+def test_traces_of_different_jobs_are_not_matched(imported):
+    """Rank 0 of one job (2024) and rank 1 of another (2022): no straggler 'late by 735003787
+    ms', no waits above 100 %, and the refusal said."""
+    proc = run("analyze", str(imported), "--no-report", "--json", str(imported / "f.json"))
+    assert proc.returncode == 0, proc.stderr
+    assert "not matched" in proc.stderr and "does not overlap in time" in proc.stderr
+    found = json.loads((imported / "f.json").read_text())
+    assert not [f for f in found if f["category"] in ("straggler", "sync_amplification")], found
+    con = sql_script(str(imported))
+    assert con.execute("SELECT count(*) FROM st_collective_rank_step").fetchone()[0] == 0
+
+
+def test_collectives_that_do_not_overlap_are_not_one_step(tmp_path):
+    """Two ranks' AllReduce kernels that do not overlap in time cannot be one operation."""
+    base = 1_700_000_000_000_000_000
+    for rank, start in ((0, 0), (1, 20)):
+        doc = {"distributedInfo": {"rank": rank, "world_size": 2}, "baseTimeNanoseconds": base, "traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", "ts": start, "dur": 10},
+            {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 0, "dur": 40}]}
+        p = tmp_path / f"r{rank}.json"
+        p.write_text(json.dumps(doc))
+        assert run("import", str(p), "--out", str(tmp_path / f"n{rank}"), "--host", f"n{rank}").returncode == 0
+    con = sql_script(str(tmp_path))
+    assert con.execute("SELECT count(*) FROM st_collective_rank_step").fetchone()[0] == 0
+    assert con.execute("SELECT not_overlapping FROM st_collective_refused").fetchall() == [(1,)]
+    assert con.execute("SELECT max(wait_fraction) FROM st_collective_rank_step").fetchone()[0] is None
+
+
+def test_printed_sql_runs_on_a_real_recording(net, tmp_path):
+    """The script `scaletrace sql` prints, on real recorded Parquet (nanosecond timestamps with
+    time zone), in the DuckDB that setup installs for Python."""
+    rec = Recorder(tmp_path, "--netns", net.a)
+    transfer(net, 5411, 2 << 20)
+    assert rec.stop() == 0, rec.stderr
+    con = sql_script(str(tmp_path))
+    assert con.execute("SELECT count(*) FROM st_flow_window").fetchone()[0] > 0
+    windows = con.execute("SELECT count(*), sum(net_bytes) FROM st_window WHERE rank IS NULL").fetchone()
+    # bytes between a flow's first and last RTT sample (a veth moves much of 2 MiB before the
+    # first sample): some, never more than were sent
+    assert windows[0] > 0 and 0 < windows[1] <= 1.01 * (2 << 20)
+    con.execute("SELECT * FROM findings").fetchall()
