@@ -115,6 +115,13 @@ def test_collectives_of_every_layer_with_their_arguments(imported):
     assert got_bytes == want_bytes and want_bytes
     assert con.execute(f"""SELECT DISTINCT process_group, group_size FROM read_parquet('{imported}/a100/gpu_events/*.parquet')
         WHERE comm_source = 'param_comms' AND process_group IS NOT NULL""").fetchall() == [("0 (default_pg)", 2)]
+    # Bus bandwidth of the NCCL kernels, from their own arguments (2 ranks: AllReduce x 1).
+    kernels = [e for e in events if e["cat"] == "kernel" and e["name"].startswith("ncclKernel_AllReduce")
+               and e["args"].get("dtype") == "Float" and "In msg nelems" in e["args"]]
+    want = sorted(round(int(e["args"]["In msg nelems"]) * 4 * 8e9 / ns(e["dur"]) * 2 * (2 - 1) / 2) for e in kernels)
+    got = sorted(round(r[0]) for r in sql_script(str(imported / "a100")).execute(
+        "SELECT busbw_bps FROM st_collective_bandwidth WHERE collective = 'AllReduce'").fetchall())
+    assert got == want and want
 
 
 def rank_steps_independently(doc, rank_has_gpu=True):
@@ -179,8 +186,22 @@ def test_merge_windows_are_shares_of_traced_time(imported, tmp_path):
         assert abs(busy - covered(gpu, lo, hi) / (hi - lo)) <= 0.001
         assert 0 <= comm <= 1 and abs(busy + idle - 1) < 1e-9
         assert (device, rank) == ("gpu", 0)
+    # One definition of "waiting on collectives": most of the traced time in collectives and
+    # little compute — not every window that has a collective in it.
+    flags = con.execute(f"""SELECT waiting_on_collectives, comm_frac >= 0.5 AND compute_frac <= 0.25
+                            FROM read_parquet('{tree}/windows/*.parquet')""").fetchall()
+    assert all(a == b for a, b in flags) and not all(a for a, _ in flags)
     # merge reads what analyze reads: a fleet directory with one subdirectory per host.
     assert run("merge", str(imported), "--out", str(tmp_path / "fleet")).returncode == 0
+
+
+def test_report_of_gpu_only_input_shows_ranks_and_steps(imported, tmp_path):
+    proc = run("analyze", str(imported / "a100"), "--report", str(tmp_path / "r.html"))
+    assert proc.returncode == 0, proc.stderr
+    assert " 1 ranks," in proc.stderr, proc.stderr
+    html = (tmp_path / "r.html").read_text()
+    assert "Training steps per rank" in html and "Exposed communication per step" in html
+    assert "RTT over time" not in html, "no empty network charts without network tables"
 
 
 def test_a_cut_trace_keeps_its_events_unaligned_and_can_be_aligned_later(tmp_path):

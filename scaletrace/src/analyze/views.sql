@@ -319,6 +319,23 @@ SELECT source, collective, step, any_value(match_key) AS match_key, any_value(ra
        max(wait_fraction) AS fastest_wait_fraction
 FROM st_collective_rank_step GROUP BY source, collective, step;
 
+-- Bandwidth of each collective operation that states its message size (NCCL kernels and
+-- `record_param_comms` in PyTorch >= 2.1): algorithm bandwidth = bytes / duration, and bus
+-- bandwidth = algorithm bandwidth x the share of the data each rank sends over links, as
+-- nccl-tests define it (AllReduce 2(n-1)/n; AllGather, ReduceScatter (n-1)/n; others 1), so
+-- that ranks and collectives compare against the link speed.
+CREATE OR REPLACE VIEW st_collective_bandwidth AS
+SELECT host, rank, collective, comm_source, process_group, group_size, msg_bytes, start_us,
+       (end_ns - start_ns) / 1000.0 AS dur_us,
+       msg_bytes * 8e9 / nullif(end_ns - start_ns, 0) AS algbw_bps,
+       msg_bytes * 8e9 / nullif(end_ns - start_ns, 0) *
+         CASE WHEN group_size IS NULL OR group_size < 2 THEN 1.0
+              WHEN collective = 'AllReduce' THEN 2.0 * (group_size - 1) / group_size
+              WHEN collective IN ('AllGather', 'ReduceScatter') THEN (group_size - 1.0) / group_size
+              ELSE 1.0 END AS busbw_bps
+FROM st_event
+WHERE msg_bytes IS NOT NULL AND comm_source IN ('nccl_kernel', 'comm_kernel') AND end_ns > start_ns;
+
 -- Ranks that arrive last, step after step.
 CREATE OR REPLACE VIEW st_straggler AS
 WITH s AS (
