@@ -3,7 +3,7 @@
 use anyhow::{bail, Result};
 
 /// (name, default, meaning)
-const DEFAULTS: [(&str, f64, &str); 17] = [
+const DEFAULTS: [(&str, f64, &str); 29] = [
     (
         "degraded_rtt_inflation",
         2.0,
@@ -21,7 +21,7 @@ const DEFAULTS: [(&str, f64, &str); 17] = [
     ),
     (
         "min_retrans_ratio",
-        0.0001,
+        0.001,
         "... and this share of data segments (or a throughput collapse with them)",
     ),
     (
@@ -51,7 +51,7 @@ const DEFAULTS: [(&str, f64, &str); 17] = [
     ),
     (
         "min_spread_us",
-        100.0,
+        1000.0,
         "collective steps whose arrival spread is below this (µs) are in sync",
     ),
     (
@@ -83,6 +83,66 @@ const DEFAULTS: [(&str, f64, &str); 17] = [
         "idle_compute_fraction",
         0.25,
         "... and other kernels fill at most this share",
+    ),
+    (
+        "min_queueing_us",
+        200.0,
+        "queueing: a flow's median RTT must exceed its base RTT by at least this (µs) ...",
+    ),
+    (
+        "queueing_vs_fleet",
+        3.0,
+        "... and by this many times the fleet's usual queueing (median over the flows)",
+    ),
+    (
+        "min_flow_bytes",
+        1048576.0,
+        "flows that moved fewer bytes (control connections) are not judged on latency",
+    ),
+    (
+        "min_flow_bps",
+        1e6,
+        "a throughput collapse counts only for flows whose median rate is at least this (bit/s)",
+    ),
+    (
+        "min_excess_us",
+        5000.0,
+        "a collective step is slow when it took this much (µs) longer than its healthy duration ...",
+    ),
+    (
+        "min_excess_fraction",
+        0.5,
+        "... and this share of the healthy duration longer",
+    ),
+    (
+        "min_occurrences",
+        5.0,
+        "a healthy duration needs the operation at least this many times",
+    ),
+    (
+        "min_step_retransmits",
+        1.0,
+        "a slow step is blamed on the network with at least this many retransmits during it",
+    ),
+    (
+        "min_culprit_steps",
+        3.0,
+        "a culprit must have slowed at least this many steps",
+    ),
+    (
+        "min_lost_s",
+        0.5,
+        "... cost the job at least this many seconds",
+    ),
+    (
+        "min_lost_fraction",
+        0.05,
+        "... and this share of the traced time",
+    ),
+    (
+        "min_unexplained_fraction",
+        0.2,
+        "slow steps with no late rank and no retransmits are reported above this share of the traced time",
     ),
     (
         "min_idle_windows",

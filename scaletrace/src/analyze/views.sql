@@ -50,6 +50,17 @@ SELECT host, flow_id,
 FROM st_rtt_window, st_params p
 GROUP BY ALL;
 
+-- The fleet's usual queueing: the median, over the flows that carry data, of each flow's median
+-- RTT above its own base RTT. On a loaded host every flow's RTT rises with CPU scheduling; only
+-- a path well above what the other paths see is queueing worth a finding.
+CREATE OR REPLACE VIEW st_fleet_queueing AS
+WITH l AS (SELECT host, flow_id, quantile_cont(srtt_us, 0.5) AS p50 FROM rtt GROUP BY ALL)
+SELECT coalesce(median(l.p50 - b.base_rtt_us), 0) AS queueing_us,
+       greatest(p.min_queueing_us, p.queueing_vs_fleet * coalesce(median(l.p50 - b.base_rtt_us), 0)) AS threshold_us
+FROM l JOIN st_flow_baseline b USING (host, flow_id) JOIN flows f USING (host, flow_id), st_params p
+WHERE coalesce(f.bytes_sent, 0) + coalesce(f.bytes_received, 0) >= p.min_flow_bytes
+GROUP BY p.min_queueing_us, p.queueing_vs_fleet;
+
 -- Retransmitted segments per flow and window.
 CREATE OR REPLACE VIEW st_retrans_window AS
 SELECT host, flow_id, st_us(ts) // p.window_us AS w, count(*) AS retransmits
@@ -68,13 +79,18 @@ SELECT coalesce(r.host, x.host) AS host, coalesce(r.flow_id, x.flow_id) AS flow_
        b.base_rtt_us, b.median_bps,
        r.srtt_p50_us / nullif(b.base_rtt_us, 0) AS rtt_inflation,
        r.bytes * 8e6 / p.window_us / nullif(b.median_bps, 0) AS throughput_ratio,
-       coalesce(r.srtt_p50_us / nullif(b.base_rtt_us, 0) >= p.degraded_rtt_inflation, false)
-         OR coalesce(r.bytes * 8e6 / p.window_us / nullif(b.median_bps, 0) < p.collapse_throughput_ratio, false)
+       coalesce(r.srtt_p50_us / nullif(b.base_rtt_us, 0) >= p.degraded_rtt_inflation
+                AND r.srtt_p50_us - b.base_rtt_us >= coalesce(q.threshold_us, p.min_queueing_us), false) AS rtt_degraded,
+       coalesce(r.srtt_p50_us / nullif(b.base_rtt_us, 0) >= p.degraded_rtt_inflation
+                AND r.srtt_p50_us - b.base_rtt_us >= coalesce(q.threshold_us, p.min_queueing_us), false)
+         OR coalesce(b.median_bps >= p.min_flow_bps
+                     AND r.bytes * 8e6 / p.window_us / nullif(b.median_bps, 0) < p.collapse_throughput_ratio, false)
          AS degraded
 FROM st_rtt_window r
 FULL JOIN st_retrans_window x ON x.host = r.host AND x.flow_id = r.flow_id AND x.w = r.w
 LEFT JOIN st_flow_baseline b ON b.host = coalesce(r.host, x.host) AND b.flow_id = coalesce(r.flow_id, x.flow_id)
-CROSS JOIN st_params p;
+CROSS JOIN st_params p
+LEFT JOIN st_fleet_queueing q ON true;
 
 ------------------------------------------------------------------------------------------
 -- 1. Retransmit and loss hot spots
@@ -143,6 +159,7 @@ WITH l AS (
            max(srtt_us) AS srtt_max_us
     FROM rtt GROUP BY ALL)
 SELECT f.flow_label, f.remote_addr, f.local_iface, l.*, b.base_rtt_us,
+       coalesce(f.bytes_sent, 0) + coalesce(f.bytes_received, 0) AS flow_bytes,
        l.srtt_p50_us / nullif(b.base_rtt_us, 0) AS rtt_inflation,
        median(l.srtt_p99_us) OVER () AS fleet_median_p99_us,
        l.srtt_p99_us / nullif(median(l.srtt_p99_us) OVER (), 0) AS p99_vs_fleet
@@ -161,7 +178,9 @@ g AS (
     UNION ALL
     SELECT 'interface', host || '/' || local_iface, * FROM fw)
 SELECT scope, subject, w, any_value(window_start) AS window_start,
-       count(*) AS flows, count(*) FILTER (WHERE degraded) AS degraded_flows,
+       -- by latency: bursty training traffic has windows of low throughput (a job starting,
+       -- stopping, computing) on every flow at once, which is not contention
+       count(*) AS flows, count(*) FILTER (WHERE rtt_degraded) AS degraded_flows,
        avg(rtt_inflation) FILTER (WHERE degraded) AS degraded_rtt_inflation,
        avg(throughput_ratio) FILTER (WHERE degraded) AS degraded_throughput_ratio
 FROM g GROUP BY ALL;
@@ -309,6 +328,7 @@ WHERE ranks = source_ranks AND ranks >= 2 AND NOT coalesce(last_start_us > first
 CREATE OR REPLACE VIEW st_collective_step AS
 SELECT source, collective, step, any_value(match_key) AS match_key, any_value(ranks) AS ranks,
        to_timestamp(min(start_us) / 1e6) AS first_start,
+       min(start_us) AS first_start_us, max(end_us) AS last_end_us,
        max(start_us) - min(start_us) AS arrival_spread_us,
        max(end_us) - min(end_us) AS finish_spread_us,
        max(end_us) - min(start_us) AS step_us,
@@ -537,7 +557,8 @@ SELECT g.*, n.retransmits, n.degraded_flows, n.max_rtt_inflation, n.affected_pee
        coalesce(n.retransmits > 0 OR n.degraded_flows > 0, false) AS network_symptom
 FROM st_rank_window g
 LEFT JOIN st_host_network_window n USING (host, w)
-WHERE g.waiting_on_collectives AND g.rank IS NOT NULL;
+-- GPUs only: a CPU-only rank (gloo) runs its collectives on a thread beside the compute.
+WHERE g.waiting_on_collectives AND g.rank IS NOT NULL AND g.device = 'gpu';
 
 CREATE OR REPLACE VIEW st_gpu_idle AS
 SELECT i.host, i.rank, count(*) AS idle_windows,
@@ -547,6 +568,131 @@ SELECT i.host, i.rank, count(*) AS idle_windows,
        nullif(array_to_string(list_sort(list_distinct(flatten(list(string_split(affected_peers, ', '))))), ', '), '') AS affected_peers,
        avg(comm_frac) AS collective_fraction
 FROM st_gpu_idle_window i GROUP BY i.host, i.rank;
+
+------------------------------------------------------------------------------------------
+-- 7. What slowed the job, where, and how much it cost
+------------------------------------------------------------------------------------------
+
+-- Each matched collective step against its healthy transfer time (from the last rank's arrival
+-- to the end): the 10th percentile of the same operation over the run (the same position within
+-- the training step when the trace has ProfilerStep, so buckets of different sizes are not
+-- compared). A step is slow when its transfer took at least `min_excess_us` and
+-- `min_excess_fraction` of that baseline longer, late when its last rank arrived at least
+-- `min_excess_us` after the first.
+CREATE OR REPLACE VIEW st_collective_excess AS
+WITH s AS (
+    SELECT *, CASE WHEN match_key LIKE 'step %' THEN regexp_replace(match_key, '^step \d+ ', '')
+                   ELSE 'any' END AS position,
+           TRY_CAST(regexp_extract(match_key, '^step (\d+) ', 1) AS BIGINT) AS iteration
+    FROM st_collective_step),
+b AS (
+    SELECT source, collective, position, quantile_cont(transfer_us, 0.1) AS base_us, count(*) AS occurrences
+    FROM s GROUP BY ALL)
+SELECT s.*, b.base_us, b.occurrences, greatest(0, s.transfer_us - b.base_us) AS transfer_excess_us,
+       -- the transfer after the last arrival took much longer than it does when healthy
+       b.occurrences >= p.min_occurrences
+         AND s.transfer_us - b.base_us >= greatest(p.min_excess_us, p.min_excess_fraction * b.base_us) AS slow,
+       -- the last rank arrived much later than the first
+       s.arrival_spread_us >= greatest(p.min_excess_us, p.min_spread_us) AS late
+FROM s JOIN b USING (source, collective, position), st_params p;
+
+-- Which node is at each end of a retransmitted segment: the recording host, and the host that
+-- owns the remote address in the same capture (else the address itself).
+CREATE OR REPLACE VIEW st_retrans_ends AS
+WITH owner AS (SELECT DISTINCT host, local_addr AS addr FROM flows)
+SELECT r.host, st_us(r.ts) AS ts_us, r.flow_id, r.remote_addr,
+       coalesce((SELECT min(o.host) FROM owner o WHERE o.addr = r.remote_addr AND o.host <> r.host), r.remote_addr) AS remote_node
+FROM retransmits r
+WHERE r.kind = 'retransmit' AND r.remote_addr <> r.local_addr;
+
+-- Retransmits during each slow step, counted for each end of their link: the node whose own
+-- link loses packets collects the retransmits of all its peers and ranks above each neighbour.
+CREATE OR REPLACE VIEW st_slow_step_retransmits AS
+WITH x AS (SELECT * FROM st_collective_excess WHERE slow OR late),
+ends AS (
+    SELECT x.source, x.collective, x.step, e.node, count(*) AS retransmits
+    FROM x JOIN st_retrans_ends l ON l.ts_us BETWEEN x.first_start_us AND x.last_end_us
+    CROSS JOIN LATERAL (SELECT unnest([l.host, l.remote_node]) AS node) e
+    GROUP BY ALL)
+SELECT source, collective, step, arg_max(node, retransmits) AS node, max(retransmits) AS node_retransmits,
+       -- each retransmit was counted at both of its ends
+       sum(retransmits) // 2 AS retransmits
+FROM ends GROUP BY source, collective, step;
+
+-- What each slow step cost and whom it is blamed on, as an interval of job time:
+-- - a rank that arrived late by at least `min_excess_us` made every other rank wait from the
+--   first arrival to its own ([first_start, last_start]): a straggler;
+-- - the transfer after the last arrival that took longer than its healthy duration
+--   ([last_start + healthy transfer, last_end]) is blamed on the node at the end of most
+--   retransmits during the step, or is unexplained without retransmits.
+-- Intervals, not sums: collectives may run concurrently (gloo and NCCL use several streams or
+-- threads), and the same wait must not count twice.
+CREATE OR REPLACE VIEW st_slow_step_cause AS
+WITH x AS (SELECT * FROM st_collective_excess WHERE slow OR late)
+SELECT x.source, x.collective, x.step, 'straggler' AS cause,
+       'rank ' || x.last_rank || ' (' || x.last_host || ')' AS culprit, x.last_host AS host, x.last_rank AS rank,
+       x.first_start_us AS s, x.first_start_us + x.arrival_spread_us AS e, coalesce(t.retransmits, 0) AS retransmits,
+       x.arrival_spread_us AS lateness_us, x.base_us
+FROM x LEFT JOIN st_slow_step_retransmits t USING (source, collective, step)
+WHERE x.late
+UNION ALL
+SELECT x.source, x.collective, x.step,
+       CASE WHEN t.retransmits >= p.min_step_retransmits THEN 'network' ELSE 'unexplained' END,
+       CASE WHEN t.retransmits >= p.min_step_retransmits THEN t.node ELSE 'unexplained' END,
+       CASE WHEN t.retransmits >= p.min_step_retransmits THEN t.node END, NULL,
+       x.last_end_us - x.transfer_excess_us, x.last_end_us, coalesce(t.retransmits, 0), NULL, x.base_us
+FROM x LEFT JOIN st_slow_step_retransmits t USING (source, collective, step), st_params p
+WHERE x.slow;
+
+-- Each rank's own time per training step: the step less its time in collectives (which
+-- includes waiting inside them for the others). A rank that computes longer (a real straggler)
+-- has more of it than the others; a rank that arrives late because its previous transfer was
+-- slow does not.
+CREATE OR REPLACE VIEW st_rank_own_time AS
+WITH r AS (SELECT host, rank, median(step_us - comm_us) AS own_us, count(*) AS steps FROM st_rank_step GROUP BY ALL)
+SELECT r.*, (SELECT median(r2.own_us) FROM r r2 WHERE r2.rank <> r.rank) AS others_own_us,
+       r.own_us - (SELECT median(r2.own_us) FROM r r2 WHERE r2.rank <> r.rank) AS extra_own_us
+FROM r;
+
+-- The job's traced time: from the first to the last matched collective.
+CREATE OR REPLACE VIEW st_job_span AS
+SELECT (max(last_end_us) - min(first_start_us)) / 1e6 AS traced_s, count(*) AS steps,
+       count(DISTINCT iteration) AS iterations
+FROM st_collective_excess;
+
+-- One row per culprit: the job time it cost (the union of its intervals: every rank waits for a
+-- collective, so this is wall time of the whole job), its evidence, and its share of all time
+-- lost.
+CREATE OR REPLACE VIEW st_slowdown AS
+WITH m AS (
+    SELECT *, max(e) OVER (PARTITION BY cause, culprit ORDER BY s, e
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM st_slow_step_cause),
+u AS (
+    SELECT cause, culprit, s, e,
+           sum(CASE WHEN prev_end >= s THEN 0 ELSE 1 END)
+             OVER (PARTITION BY cause, culprit ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
+    FROM m),
+lost AS (
+    SELECT cause, culprit, sum(e - s) / 1e6 AS time_lost_s
+    FROM (SELECT cause, culprit, island, min(s) AS s, max(e) AS e FROM u GROUP BY ALL) GROUP BY ALL),
+c AS (
+    SELECT cause, culprit, any_value(host) AS host, any_value(rank) AS rank,
+           count(*) AS slow_steps, sum(retransmits) AS retransmits,
+           median(e - s) / 1e3 AS median_excess_ms, median(lateness_us) / 1e3 AS median_lateness_ms,
+           median(base_us) / 1e3 AS median_base_ms, string_agg(DISTINCT collective, ', ') AS collectives
+    FROM st_slow_step_cause GROUP BY cause, culprit)
+SELECT c.*, lost.time_lost_s, j.traced_s, j.steps, lost.time_lost_s / nullif(j.traced_s, 0) AS lost_fraction,
+       lost.time_lost_s / nullif(sum(lost.time_lost_s) OVER (PARTITION BY c.cause), 0) AS share_of_cause,
+       o.extra_own_us / 1e3 AS extra_own_ms,
+       -- a straggler is one rank that did more of its own work than the others; without
+       -- ProfilerStep to tell, it must at least hold most of the lateness
+       CASE WHEN c.cause <> 'straggler' THEN true
+            WHEN o.extra_own_us IS NOT NULL THEN o.extra_own_us >= greatest(p.min_excess_us, 500 * c.median_lateness_ms)
+            ELSE lost.time_lost_s / nullif(sum(lost.time_lost_s) OVER (PARTITION BY c.cause), 0) >= 0.5 END AS evidenced
+FROM c JOIN lost USING (cause, culprit)
+CROSS JOIN st_job_span j CROSS JOIN st_params p
+LEFT JOIN st_rank_own_time o ON c.cause = 'straggler' AND o.host = c.host AND o.rank = c.rank;
 
 ------------------------------------------------------------------------------------------
 -- Findings: every diagnosis above that crosses its threshold, ranked within its category
@@ -585,12 +731,14 @@ WITH f AS (
                   flow_label, srtt_p99_us, p99_vs_fleet, fleet_median_p99_us, srtt_p50_us, srtt_max_us)
     FROM st_latency_flow, st_params p
     WHERE samples >= p.min_rtt_samples AND p99_vs_fleet >= p.tail_outlier_ratio
+      AND flow_bytes >= p.min_flow_bytes AND srtt_p99_us - fleet_median_p99_us >= p.min_queueing_us
     UNION ALL
     SELECT 'latency', 'queueing', flow_label, host, NULL, rtt_inflation,
            printf('flow %s: median RTT %.0f us is %.1fx its own base RTT (%.0f us): queueing on the path',
                   flow_label, srtt_p50_us, rtt_inflation, base_rtt_us)
-    FROM st_latency_flow, st_params p
+    FROM st_latency_flow, st_params p, st_fleet_queueing q
     WHERE samples >= p.min_rtt_samples AND rtt_inflation >= p.degraded_rtt_inflation
+      AND flow_bytes >= p.min_flow_bytes AND srtt_p50_us - base_rtt_us >= q.threshold_us
     UNION ALL
     SELECT 'contention', scope, subject, NULL, NULL, together_windows / windows * together_flows,
            printf('%s %s: %.1f of its %d flows degraded together in %d of %d windows (RTT x%.1f, throughput x%.2f)',
@@ -610,7 +758,15 @@ WITH f AS (
                   collective, ranks, source, 100 * fastest_wait_fraction, median_arrival_spread_us / 1000,
                   p99_arrival_spread_us / 1000, median_step_us / 1000)
     FROM st_sync_amplification, st_params p
-    WHERE fastest_wait_fraction >= p.sync_wait_fraction AND median_arrival_spread_us >= p.min_spread_us
+    WHERE fastest_wait_fraction >= p.sync_wait_fraction
+      AND median_arrival_spread_us >= greatest(p.min_spread_us, p.min_spread_fraction * median_step_us)
+      -- ranks waiting for each other is how synchronous training works; it is a finding when
+      -- something made the job lose time (a culprit in the verdict) or a straggler stands out
+      AND (EXISTS (SELECT 1 FROM st_slowdown d WHERE d.evidenced AND d.cause <> 'unexplained'
+                     AND d.slow_steps >= p.min_culprit_steps AND d.time_lost_s >= p.min_lost_s
+                     AND d.lost_fraction >= p.min_lost_fraction)
+           OR EXISTS (SELECT 1 FROM st_straggler t WHERE t.steps_last >= p.min_straggler_steps
+                        AND t.share_last >= greatest(p.min_straggler_share, 2.0 / t.ranks)))
     UNION ALL
     SELECT 'locality', 'rank', 'rank ' || rank, host, rank, coalesce(transfer_vs_well_placed, 1),
            printf('rank %d (%s GPU %d): GPU on NUMA %s, nearest NIC %s on NUMA %s (%s); collective transfer time %s that of well-placed ranks',
@@ -626,8 +782,31 @@ WITH f AS (
                   rank, host, idle_windows, windows, explained_windows, coalesce(retransmits, 0),
                   coalesce(max_rtt_inflation, 1), coalesce(affected_peers, 'none'))
     FROM st_gpu_idle, st_params p
-    WHERE idle_windows >= p.min_idle_windows)
+    WHERE idle_windows >= p.min_idle_windows),
+-- The verdict: culprits of slow collective steps, by the job time they cost.
+s AS (
+    SELECT 'slowdown' AS category,
+           CASE cause WHEN 'network' THEN 'node' WHEN 'straggler' THEN 'rank' ELSE 'unexplained' END AS scope,
+           culprit AS subject, host, rank, time_lost_s AS score, time_lost_s,
+           CASE cause
+             WHEN 'network' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced) in %d slow %s steps (transfers a median %.0f ms over a healthy %.0f ms) with %d retransmits on links of %s during them: every rank waits for the slowest link (synchronization amplification)',
+                                        culprit, time_lost_s, 100 * lost_fraction, traced_s, slow_steps, collectives, median_excess_ms, median_base_ms, retransmits, culprit)
+             WHEN 'straggler' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced) in %d %s steps where this rank arrived last, %.0f ms late (median): the other ranks waited for it%s',
+                                          culprit, time_lost_s, 100 * lost_fraction, traced_s, slow_steps, collectives, median_lateness_ms,
+                                          CASE WHEN extra_own_ms IS NULL THEN ''
+                                               ELSE printf('; it spends %.0f ms more per training step outside collectives than the other ranks (median)', extra_own_ms) END)
+             ELSE printf('%.1f s (%.0f%% of %.0f s traced) lost in %d slow %s steps (transfers a median %.0f ms over a healthy %.0f ms) with neither a late rank nor retransmits during them',
+                         time_lost_s, 100 * lost_fraction, traced_s, slow_steps, collectives, median_excess_ms, median_base_ms) END AS summary
+    FROM st_slowdown, st_params p
+    WHERE evidenced AND slow_steps >= p.min_culprit_steps AND time_lost_s >= p.min_lost_s
+      AND lost_fraction >= CASE WHEN cause = 'unexplained' THEN p.min_unexplained_fraction ELSE p.min_lost_fraction END),
+a AS (
+    SELECT *, NULL::DOUBLE AS time_lost_s FROM f
+    UNION ALL BY NAME
+    SELECT * FROM s)
 SELECT category, scope, row_number() OVER (PARTITION BY category, scope ORDER BY score DESC, subject) AS rank_in_scope,
-       subject, host, rank, score, summary
-FROM f
-ORDER BY category, scope, rank_in_scope;
+       subject, host, rank, score, time_lost_s, summary
+FROM a
+-- what cost the most time first: named culprits, then slowdown nobody could be blamed for, then
+-- the evidence by category
+ORDER BY time_lost_s IS NULL, scope = 'unexplained', time_lost_s DESC, category, scope, rank_in_scope;
