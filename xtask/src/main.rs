@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask setup | build | test | run`.
+//! Project tasks: `cargo xtask setup | build | test | bench | eval | run`.
 mod setup;
 
 use std::process::Command;
@@ -16,7 +16,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Task {
     /// Install everything a fresh Debian machine lacks: nightly rust-src, llvm-22, bpf-linker,
-    /// iproute2/iptables, and the test tools (DuckDB, pytest). Quick when all is there.
+    /// iproute2/iptables, the test tools (DuckDB, pytest) and PyTorch for the diagnosis lab.
+    /// Quick when all is there.
     Setup,
     /// Build the release binary (the eBPF object is built and embedded by scaletrace/build.rs).
     Build,
@@ -33,6 +34,14 @@ enum Task {
         /// Extra arguments for bench/bench.py (e.g. --seconds 20 --repeat 5).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         bench_args: Vec<String>,
+    },
+    /// Score `scaletrace analyze` on a real PyTorch DDP job (gloo, CPU) in namespaced nodes with
+    /// planted faults (loss, rate limit, slow rank, clean); needs root, 15-20 minutes on 2 cores;
+    /// writes docs/diagnosis.md and docs/diagnosis.json.
+    Eval {
+        /// Extra arguments for bench/eval.py (e.g. --quick, --reps 5, --seed 7).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        eval_args: Vec<String>,
     },
     /// Set up, build, and run scaletrace (default: `record --duration 30s --out ./traces`, then
     /// `analyze ./traces --report ./traces/report.html`).
@@ -69,6 +78,16 @@ fn build_release() -> Result<std::path::PathBuf> {
     Ok(workspace_root().join("target/release/scaletrace"))
 }
 
+/// Builds the release binary and runs a Python script of the repository against it.
+fn run_against_release(script: &str, args: &[String]) -> Result<()> {
+    let bin = build_release()?;
+    run(Command::new("python3")
+        .current_dir(workspace_root())
+        .env("SCALETRACE_BIN", &bin)
+        .arg(script)
+        .args(args))
+}
+
 fn main() -> Result<()> {
     match Cli::parse().task {
         Task::Setup => setup::setup(),
@@ -88,12 +107,11 @@ fn main() -> Result<()> {
         Task::Bench { bench_args } => {
             setup::setup()?;
             setup::bench_tools()?;
-            let bin = build_release()?;
-            run(Command::new("python3")
-                .current_dir(workspace_root())
-                .env("SCALETRACE_BIN", &bin)
-                .arg("bench/bench.py")
-                .args(bench_args))
+            run_against_release("bench/bench.py", &bench_args)
+        }
+        Task::Eval { eval_args } => {
+            setup::setup()?;
+            run_against_release("bench/eval.py", &eval_args)
         }
         Task::Run { args } => {
             setup::setup()?;

@@ -139,17 +139,35 @@ const PYTHON_PACKAGES: [&str; 5] = [
 ];
 
 fn python_test_tools() -> Result<()> {
-    if succeeds(Command::new("python3").args([
-        "-c",
+    pip_install(
         "import duckdb, pytest, nvidia.nccl, moto.server, boto3, PIL",
-    ])) {
+        &PYTHON_PACKAGES,
+        "",
+    )
+}
+
+/// PyTorch (CPU is enough: gloo) for the DDP training job of the diagnosis lab
+/// (tests/ddp_train.py, tests/test_diagnosis_ddp.py, `cargo xtask eval`). The default PyPI
+/// wheel, with its CUDA dependencies (about 3 GB; it runs without a GPU).
+const PYTHON_EVAL_PACKAGES: [&str; 1] = ["torch"];
+
+fn python_eval_tools() -> Result<()> {
+    pip_install("import torch", &PYTHON_EVAL_PACKAGES, " (about 3 GB)")
+}
+
+/// Installs `packages` from PyPI unless `check` (Python code) already runs.
+fn pip_install(check: &str, packages: &[&str], size_note: &str) -> Result<()> {
+    if succeeds(Command::new("python3").args(["-c", check])) {
         return Ok(());
     }
-    eprintln!("setup: installing {} from PyPI", PYTHON_PACKAGES.join(", "));
+    eprintln!(
+        "setup: installing {} from PyPI{size_note}",
+        packages.join(", ")
+    );
     let pip = |extra: &[&str]| {
         Command::new("python3")
             .args(["-m", "pip", "install", "-q"])
-            .args(PYTHON_PACKAGES)
+            .args(packages)
             .args(extra)
             .status()
             .map(|s| s.success())
@@ -159,7 +177,7 @@ fn python_test_tools() -> Result<()> {
     if pip(&[]) || pip(&["--break-system-packages"]) {
         Ok(())
     } else {
-        bail!("installing {} with pip failed", PYTHON_PACKAGES.join(", "))
+        bail!("installing {} with pip failed", packages.join(", "))
     }
 }
 
@@ -209,6 +227,7 @@ pub fn setup() -> Result<()> {
     nightly_rust_src()?;
     bpf_linker()?;
     python_test_tools()?;
+    python_eval_tools()?;
     duckdb_library()?;
     Ok(())
 }

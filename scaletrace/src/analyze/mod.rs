@@ -139,7 +139,7 @@ const COLLECTIVE_CATEGORIES: [&str; 3] = ["slowdown", "straggler", "sync_amplifi
 /// Broadest first: a peer or NIC explains its flows.
 const SCOPE_ORDER: [&str; 10] = [
     "node",
-    "unexplained",
+    "link",
     "peer",
     "interface",
     "flow",

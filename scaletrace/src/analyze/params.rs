@@ -3,7 +3,7 @@
 use anyhow::{bail, Result};
 
 /// (name, default, meaning)
-const DEFAULTS: [(&str, f64, &str); 29] = [
+const DEFAULTS: [(&str, f64, &str); 28] = [
     (
         "degraded_rtt_inflation",
         2.0,
@@ -138,11 +138,6 @@ const DEFAULTS: [(&str, f64, &str); 29] = [
         "min_lost_fraction",
         0.05,
         "... and this share of the traced time",
-    ),
-    (
-        "min_unexplained_fraction",
-        0.2,
-        "slow steps with no late rank and no retransmits are reported above this share of the traced time",
     ),
     (
         "min_idle_windows",

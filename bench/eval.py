@@ -1,0 +1,419 @@
+#!/usr/bin/env python3
+"""`cargo xtask eval`: how well `scaletrace analyze` diagnoses a real PyTorch DDP job (gloo, CPU)
+with one planted problem at a time, scored against the job's own step times. Writes
+docs/diagnosis.md (the scorecard) and docs/diagnosis.json (raw). Run as root; the lab
+(tests/ddplab.py) creates and removes its own network namespaces.
+
+    python3 bench/eval.py                 # full matrix (about 15-20 minutes on 2 cores)
+    python3 bench/eval.py --quick         # one repetition of one configuration (a few minutes)
+    python3 bench/eval.py --seed 1234     # reproduce the planted nodes, ranks and sizes
+"""
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import ddplab  # noqa: E402
+from ddplab import DDPLab, names_planted  # noqa: E402
+
+# World size, topology (ranks per node) and model size vary between repetitions.
+CONFIGS = [
+    {"name": "4x1-mlp512", "nodes": 4, "ranks_per_node": 1, "hidden": 512, "layers": 4},
+    {"name": "5x1-mlp768", "nodes": 5, "ranks_per_node": 1, "hidden": 768, "layers": 3},
+    {"name": "3x2-mlp384", "nodes": 3, "ranks_per_node": 2, "hidden": 384, "layers": 6},
+]
+# Fault sizes, drawn per repetition (shuffled by the seed).
+LOSS = [0.01, 0.02, 0.03]
+LOSS_DIRECTIONS = ["both", "to", "from"]
+RATES = ["400mbit", "200mbit", "100mbit"]
+SLOW_MS = [20, 40, 80]
+SCENARIOS = ["clean", "loss", "rate_limit", "slow_rank"]
+SKIP = 3  # warmup steps left out of every step-time statistic (connection setup, allocator)
+
+
+def log(msg):
+    print(f"[{datetime.datetime.now():%H:%M:%S}] {msg}", flush=True)
+
+
+def describe(f):
+    if f is None:
+        return "(none)"
+    where = ", ".join(x for x in (f"host {f.get('host')}" if f.get("host") else "",
+                                  f"rank {f.get('rank')}" if f.get("rank") is not None else "") if x)
+    return f"{f.get('category')}/{f.get('scope')}: {f.get('subject')}" + (f" ({where})" if where else "")
+
+
+def flow_stats(fleet, ips):
+    """Lab check from the recorded flows: retransmits, bytes and the flows between node IPs."""
+    try:
+        import duckdb
+    except ImportError:
+        return None
+    con = duckdb.connect()
+    try:
+        rows = con.execute(f"""
+            SELECT host, local_addr, remote_addr, local_port, remote_port, bytes_sent, bytes_received,
+                   total_retrans FROM read_parquet('{fleet}/*/flows/*.parquet', union_by_name=true)""").fetchall()
+    except Exception as e:  # noqa: BLE001 - a lab statistic, not the measurement
+        return {"error": str(e)}
+    node_ips = set(ips)
+    between = [r for r in rows if r[1] in node_ips and r[2] in node_ips]
+    per_host = {}
+    for r in between:
+        per_host[r[0]] = per_host.get(r[0], 0) + (r[7] or 0)
+    return {"flows": len(rows), "node_flows": len(between),
+            "bytes_sent": sum(r[5] or 0 for r in between),
+            "retransmits": sum(r[7] or 0 for r in between), "retransmits_by_host": per_host}
+
+
+def run_one(args, cfg, scenario, rep, rng_draw, out_dir):
+    """Builds a lab, plants the fault, runs the job; returns the raw record of the run."""
+    rec = {"scenario": scenario, "rep": rep, "config": cfg["name"], "nodes": cfg["nodes"],
+           "ranks_per_node": cfg["ranks_per_node"], "world_size": cfg["nodes"] * cfg["ranks_per_node"],
+           "hidden": cfg["hidden"], "layers": cfg["layers"], "steps": args.steps, "planted": None, "error": None}
+    run_dir = os.path.join(out_dir, f"{scenario}-r{rep}-{cfg['name']}")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    rec["dir"] = run_dir
+    t0 = time.time()
+    try:
+        with DDPLab(cfg["nodes"], cfg["ranks_per_node"]) as lab:
+            slow_rank, slow_ms = None, 0
+            if scenario == "loss":
+                node, prob, direction = rng_draw["node"], rng_draw["loss"], rng_draw["direction"]
+                lab.loss(node, prob, direction)
+                rec["planted"] = {"kind": "loss", "node": node, "host": lab.hostname(node), "ip": lab.ips[node],
+                                  "size": f"{prob:.0%} {direction}"}
+            elif scenario == "rate_limit":
+                node, rate = rng_draw["node"], rng_draw["rate"]
+                lab.rate_limit(node, rate)
+                rec["planted"] = {"kind": "rate_limit", "node": node, "host": lab.hostname(node),
+                                  "ip": lab.ips[node], "size": rate}
+            elif scenario == "slow_rank":
+                slow_rank, slow_ms = rng_draw["rank"], rng_draw["slow_ms"]
+                node = lab.node_of_rank(slow_rank)
+                rec["planted"] = {"kind": "slow_rank", "rank": slow_rank, "node": node, "host": lab.hostname(node),
+                                  "ip": lab.ips[node], "size": f"{slow_ms} ms/step"}
+            run = lab.run_job(run_dir, steps=args.steps, hidden=cfg["hidden"], layers=cfg["layers"],
+                              slow_rank=slow_rank, slow_ms=slow_ms, log=lambda m: log("  " + m))
+            rec.update(ips=lab.ips, mode=lab.mode, dropped_packets=run.dropped, timings=run.timings,
+                       step_times_s=run.step_times(SKIP), median_step_s=run.median_step(SKIP),
+                       findings=run.findings, analyze_summary=(run.analyze_stderr.splitlines() or [""])[0],
+                       flow_stats=flow_stats(run.fleet, lab.ips))
+    except Exception as e:  # noqa: BLE001 - one failed run must not end the matrix
+        rec["error"] = f"{type(e).__name__}: {e}"
+        traceback.print_exc()
+    rec["wall_s"] = time.time() - t0
+    # 1-minute load average after the run: the lab's own ranks and recorders plus anything else
+    # on the machine (a build moves every step time; compare with the clean runs')
+    rec["loadavg_1m"] = os.getloadavg()[0]
+    return rec
+
+
+def score(records):
+    """Adds the clean baseline, measured and estimated time lost, and the verdicts."""
+    clean = {}
+    for r in records:
+        if r["scenario"] == "clean" and not r["error"]:
+            clean.setdefault(r["config"], []).extend(r["step_times_s"])
+    for r in records:
+        if r["error"]:
+            continue
+        base = statistics.median(clean[r["config"]]) if r["config"] in clean else None
+        r["clean_median_step_s"] = base
+        r["mean_step_s"] = statistics.mean(r["step_times_s"])
+        r["measured_lost_s"] = sum(s - base for s in r["step_times_s"]) if base is not None else None
+        found = r["findings"] or []
+        first = found[0] if found else None
+        r["n_findings"] = len(found)
+        r["first"] = describe(first)
+        r["estimated_lost_s"] = first.get("time_lost_s") if first else None
+        if r["scenario"] == "clean":
+            r["right"] = len(found) == 0
+            r["lost_error"] = None
+            continue
+        r["right"] = names_planted(first, r["planted"])
+        base_first = next((c["findings"][0] for c in records if c["scenario"] == "clean" and not c["error"]
+                           and c["config"] == r["config"] and c["findings"]), None)
+        key = lambda f: (f.get("category"), f.get("scope"), f.get("subject"))  # noqa: E731
+        r["same_as_clean"] = bool(first and base_first and key(first) == key(base_first))
+        hits = [i for i, f in enumerate(found) if names_planted(f, r["planted"])]
+        r["first_naming_position"] = hits[0] + 1 if hits else None
+        est, meas = r["estimated_lost_s"], r["measured_lost_s"]
+        r["lost_error"] = abs(est - meas) / meas if est is not None and meas and meas > 0 else None
+    return records
+
+
+def fmt(x, digits=2, unit=""):
+    return "–" if x is None else f"{x:.{digits}f}{unit}"
+
+
+def totals(records):
+    faulty = [r for r in records if r["scenario"] != "clean"]
+    ok_faulty = [r for r in faulty if not r["error"]]
+    cleans = [r for r in records if r["scenario"] == "clean" and not r["error"]]
+    errors = [r["lost_error"] for r in ok_faulty if r.get("lost_error") is not None]
+    per = {}
+    for s in SCENARIOS[1:]:
+        rs = [r for r in ok_faulty if r["scenario"] == s]
+        per[s] = {"runs": len(rs), "named_right": sum(r["right"] for r in rs)}
+    return {"fault_runs": len(ok_faulty), "named_right": sum(r["right"] for r in ok_faulty),
+            "named_right_rate": (sum(r["right"] for r in ok_faulty) / len(ok_faulty)) if ok_faulty else None,
+            "per_scenario": per, "clean_runs": len(cleans),
+            "verdict_same_as_clean": sum(bool(r.get("same_as_clean")) for r in ok_faulty),
+            "chance": statistics.mean(1 / (r["world_size"] if r["scenario"] == "slow_rank" else r["nodes"])
+                                      for r in ok_faulty) if ok_faulty else None,
+            "clean_runs_without_findings": sum(r["n_findings"] == 0 for r in cleans),
+            "clean_findings": [r["n_findings"] for r in cleans],
+            "runs_with_estimate": len(errors), "median_time_lost_error": statistics.median(errors) if errors else None,
+            "failed_runs": [f"{r['scenario']} r{r['rep']}: {r['error']}" for r in records if r["error"]]}
+
+
+def markdown(meta, records, tot):
+    L = ["# Diagnosis scorecard: `scaletrace analyze` on a real DDP job", "",
+         f"Generated by `{meta['command']}` on {meta['date']} ({meta['cpus']} CPUs, Linux {meta['kernel']}, "
+         f"torch {meta['torch']}, {meta['scaletrace']}); seed {meta['seed']}, {meta['steps']} steps per job, "
+         f"{meta['wall_min']:.1f} minutes in all. Raw data: `diagnosis.json`."
+         + (f" The recorded runs were analyzed again on {meta['rescored']} (`--rescore`) by the binary named above."
+            if meta.get("rescored") else ""), "",
+         "## Totals", "",
+         f"- **First finding names the planted problem: {tot['named_right']} of {tot['fault_runs']} runs**"
+         + (f" ({tot['named_right_rate']:.0%})" if tot["named_right_rate"] is not None else "")
+         + " — " + ", ".join(f"{s}: {v['named_right']}/{v['runs']}" for s, v in tot["per_scenario"].items()) + ".",
+         f"- For scale: a verdict that always named the same node would be right about "
+         f"{fmt(tot['chance'] and 100 * tot['chance'], 0)} % of the time; in {tot['verdict_same_as_clean']} of "
+         f"{tot['fault_runs']} fault runs the first finding was the same (category, scope, subject) as on the clean "
+         "run of the same configuration.",
+         f"- **Clean runs without any finding: {tot['clean_runs_without_findings']} of {tot['clean_runs']}** "
+         f"(findings per clean run: {tot['clean_findings']}).",
+         f"- **Median time-lost error** |estimated − measured| / measured: {fmt(tot['median_time_lost_error'])} "
+         f"over {tot['runs_with_estimate']} fault runs whose first finding carries `time_lost_s`"
+         + (" (today's binary gives no estimate)" if tot["runs_with_estimate"] == 0 else "") + ".",
+         ]
+    if tot["failed_runs"]:
+        L.append(f"- Runs that failed (not scored): {'; '.join(tot['failed_runs'])}.")
+    L += ["", "Columns: *clean / run median* is the median step (median over ranks of each rank's step "
+          f"duration, first {SKIP} steps left out) of the clean runs of the same configuration and of this run; "
+          "*measured lost* is the sum over steps of (step − clean median); *estimated* is the first finding's "
+          "`time_lost_s`; *right?* says whether the first finding's `host` or `subject` names the planted node "
+          "(hostname or IP) — for a slow rank its `rank` (or, for a finding without a rank, its host); "
+          "*hit at* is the position of the first finding that names it; *retrans* counts the retransmits "
+          "the recorders saw on the flows between node IPs; *load* is the 1-minute load average after the run (the "
+          "lab's ranks and recorders plus anything else on the machine: a build running beside the eval moves "
+          "every step time, so a measured loss near zero or below it is within the noise).", ""]
+    for s in SCENARIOS:
+        rs = [r for r in records if r["scenario"] == s]
+        if not rs:
+            continue
+        L += [f"## {s.replace('_', ' ')}", ""]
+        if s == "clean":
+            L += ["| rep | config | world | run median ms | load | retrans | findings | first finding | pass? |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+            for r in rs:
+                if r["error"]:
+                    L.append(f"| {r['rep']} | {r['config']} | {r['world_size']} | failed: {r['error'][:80]} | | | | | |")
+                    continue
+                fs = r.get("flow_stats") or {}
+                L.append(f"| {r['rep']} | {r['config']} | {r['world_size']} | {r['median_step_s'] * 1e3:.0f} | "
+                         f"{r['loadavg_1m']:.1f} | {fs.get('retransmits', '–')} | {r['n_findings']} | {r['first']} | "
+                         f"{'yes' if r['right'] else 'no'} |")
+        else:
+            L += ["| rep | config | world | planted | size | clean / run median ms | load | measured lost s "
+                  "| estimated s | error | retrans | first finding | right? | hit at | findings |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            for r in rs:
+                p = r["planted"] or {}
+                what = f"rank {p.get('rank')} ({p.get('host')})" if s == "slow_rank" else f"{p.get('host')} ({p.get('ip')})"
+                if r["error"]:
+                    L.append(f"| {r['rep']} | {r['config']} | {r['world_size']} | {what} | {p.get('size')} | "
+                             f"failed: {r['error'][:80]} | | | | | | | | | |")
+                    continue
+                fs = r.get("flow_stats") or {}
+                L.append(f"| {r['rep']} | {r['config']} | {r['world_size']} | {what} | {p.get('size')} | "
+                         f"{fmt(r['clean_median_step_s'] and r['clean_median_step_s'] * 1e3, 0)} / "
+                         f"{r['median_step_s'] * 1e3:.0f} | {r['loadavg_1m']:.1f} | {fmt(r['measured_lost_s'])} | "
+                         f"{fmt(r['estimated_lost_s'])} | {fmt(r['lost_error'])} | {fs.get('retransmits', '–')} | "
+                         f"{r['first']} | {'yes' if r['right'] else 'no'} | {r.get('first_naming_position') or '–'} | "
+                         f"{r['n_findings']} |")
+        L.append("")
+    L += ["## The lab", "",
+          "- **Job**: `tests/ddp_train.py`, real PyTorch DistributedDataParallel on CPU with the gloo backend, "
+          "TCP rendezvous at node0, one process per rank, `torch.set_num_threads(1)`; an MLP (64 → hidden × "
+          "layers → 10) with `bucket_cap_mb=1`, so every step all-reduces several gradient buckets; the PyTorch "
+          "profiler (CPU activity) records the steady state (after the first "
+          f"{SKIP} steps) into one Kineto Chrome trace per rank. Each rank writes its ground truth: wall "
+          "start/end of every step (UTC ns), rank, world size, hostname.",
+          "- **Nodes and switch**: `tests/ddplab.py`. Each node is a network namespace with its own hostname "
+          "(UTS namespace: `nodeK`), its `eth0` a veth to a switch namespace holding a Linux bridge. "
+          "br_netfilter is present (`/proc/sys/net/bridge`; per namespace since Linux 5.3), so the switch's "
+          "iptables FORWARD chain sees bridged traffic and `-m physdev` selects a node's port; without it the "
+          "lab falls back to a routed switch (a /30 per node). Jumbo frames (MTU 9000) and `gso_max_segs 1` on "
+          "every veth: each packet crossing the switch is one wire frame, so a drop loses one frame, not a "
+          "64 KB GSO burst. RPS on every veth end keeps each flow on one CPU's backlog: without it veth "
+          "reorders a flow sent from two CPUs (its process and its ACK processing), and RACK retransmitted "
+          "~0.1 % of the segments of a clean run (87 retransmits in a 40-step 4-node run; 0 with RPS). Tail "
+          "loss probes are off in the nodes (`tcp_early_retrans=0`): stalls of 2 shared CPUs would fire them.",
+          "- **Faults**, one per run, on a node drawn by the seed: *loss* — iptables `statistic --mode random` "
+          "DROP of TCP in the switch on that node's port, toward it (`to`: its peers retransmit), from it "
+          "(`from`: it retransmits) or both; never inside the node, where a DROP only fails the send locally "
+          "and is no wire loss. *rate_limit* — tc tbf (20 ms queue) on the switch port toward the node and on "
+          "the node's egress. *slow_rank* — that rank busy-loops the given time every step before backward "
+          "(a slow data loader).",
+          "- **Recording**: one `scaletrace record --netns <node ns> --no-gpu` per node, run inside the node "
+          "under its hostname (so every file carries it and the node's own eth0 is in its NIC tables), all "
+          "writing one fleet tree `fleet/nodeK`; started before the job, stopped (SIGINT) after it. Then "
+          "`scaletrace import rankR.pt.trace.json --host nodeK --rank R --out fleet/nodeK` and `scaletrace "
+          "analyze fleet --json findings.json --report report.html`.",
+          "- **Matrix**: scenarios clean, loss, rate_limit, slow_rank; per repetition a configuration "
+          "(world size and ranks per node, model size) in turn: "
+          + "; ".join(f"`{c['name']}` ({c['nodes']} nodes × {c['ranks_per_node']} rank, hidden {c['hidden']}, "
+                      f"{c['layers']} layers)" for c in CONFIGS)
+          + f"; fault sizes drawn from loss {LOSS} ({'/'.join(LOSS_DIRECTIONS)}), rate {RATES}, slow "
+          f"{SLOW_MS} ms. Every run is a fresh lab; the clean run of a configuration is its baseline.",
+          "- **Limits**: all nodes share 2 CPUs, so a node's CPU is not its own (a busy rank also slows the "
+          "kernel's forwarding for everyone) and anything else running on the machine (a build) moves the "
+          "step times; veth has no real wire: the base RTT is tens of microseconds, so loss recovery is "
+          "dominated by the 200 ms minimum RTO. The TCPStore (node0:29500) connections and gloo's full mesh "
+          "are recorded too: with one rank per node the ring sends rank r → r−1, the other pairs carry only "
+          "the initial broadcast and barriers.", "",
+          "## Rerun", "",
+          "```sh", "cargo xtask eval                       # full matrix, rewrites docs/diagnosis.{md,json}",
+          "cargo xtask eval -- --seed " + str(meta["seed"]) + "      # the same draws as this scorecard",
+          "python3 bench/eval.py --quick          # one repetition (SCALETRACE_BIN or target/release/scaletrace)",
+          "pytest tests/test_diagnosis_ddp.py     # the reduced matrix CI runs", "```",
+          "",
+          f"Each run's directory (fleet tree, Kineto traces, ground truth, findings, report) is under `{meta['out']}`.",
+          ""]
+    return "\n".join(L)
+
+
+def write_docs(docs, meta, records, tot):
+    binary = ddplab.scaletrace_bin()
+    with open(binary, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:12]
+    built = datetime.datetime.fromtimestamp(os.path.getmtime(binary), datetime.timezone.utc)
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
+    meta["scaletrace"] = f"{version}, binary sha256 {digest}… built {built:%Y-%m-%d %H:%M} UTC"
+    os.makedirs(docs, exist_ok=True)
+    with open(os.path.join(docs, "diagnosis.json"), "w") as f:
+        json.dump({"meta": meta, "totals": tot, "configs": CONFIGS, "runs": records}, f, indent=1)
+    with open(os.path.join(docs, "diagnosis.md"), "w") as f:
+        f.write(markdown(meta, records, tot))
+    log(f"named right {tot['named_right']}/{tot['fault_runs']}, clean runs without findings "
+        f"{tot['clean_runs_without_findings']}/{tot['clean_runs']}, median time-lost error "
+        f"{fmt(tot['median_time_lost_error'])}; wrote {docs}/diagnosis.md and diagnosis.json")
+
+
+def rescore(args):
+    """The recorded runs of an earlier eval, analyzed again by the current binary."""
+    with open(args.rescore) as f:
+        earlier = json.load(f)
+    records = earlier["runs"]
+    for rec in records:
+        if rec["error"]:
+            continue
+        out = os.path.join(rec["dir"], "findings.json")
+        proc = subprocess.run([ddplab.scaletrace_bin(), "analyze", os.path.join(rec["dir"], "fleet"),
+                               "--json", out, "--no-report"], capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.exit(f"analyze failed on {rec['dir']}: {proc.stderr.strip()}")
+        with open(out) as f:
+            rec["findings"] = json.load(f)
+        rec["analyze_summary"] = (proc.stderr.splitlines() or [""])[0]
+        log(f"{os.path.basename(rec['dir'])}: {len(rec['findings'])} finding(s); first: "
+            f"{describe(rec['findings'][0]) if rec['findings'] else '(none)'}")
+    score(records)
+    tot = totals(records)
+    meta = dict(earlier["meta"], rescored=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    write_docs(args.docs or os.path.dirname(os.path.abspath(args.rescore)), meta, records, tot)
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--reps", type=int, default=3, help="repetitions per scenario (each a configuration in turn)")
+    p.add_argument("--steps", type=int, default=80, help="training steps per job")
+    p.add_argument("--seed", type=int, default=None, help="seed of the planted nodes, ranks and sizes")
+    p.add_argument("--scenarios", nargs="+", default=SCENARIOS, choices=SCENARIOS)
+    p.add_argument("--no-clean-after", dest="clean_after", action="store_false",
+                   help="one clean baseline per repetition (before the faults) instead of two (before and after)")
+    p.add_argument("--quick", action="store_true",
+                   help="1 repetition of the first configuration, 40 steps; writes to --out only unless --docs")
+    p.add_argument("--out", default=None, help="run directories (default /tmp/scaletrace-eval-SEED)")
+    p.add_argument("--docs", default=None, help="where diagnosis.md/.json go (default docs/, or --out for --quick)")
+    p.add_argument("--rescore", metavar="DIAGNOSIS_JSON", default=None,
+                   help="analyze the runs recorded in this diagnosis.json again with the current binary "
+                        "(same jobs, same data: for a change of the analysis) and rewrite the scorecard")
+    args = p.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("eval.py creates network namespaces and loads eBPF: run it as root")
+    if not os.path.exists(ddplab.scaletrace_bin()):
+        sys.exit(f"{ddplab.scaletrace_bin()} missing: build it (cargo xtask build) or set SCALETRACE_BIN")
+    if args.rescore:
+        return rescore(args)
+    if args.quick:
+        args.reps = 1
+        args.steps = 40 if args.steps == 80 else args.steps
+    seed = args.seed if args.seed is not None else int(time.time()) % 100000
+    rng = random.Random(seed)
+    out = os.path.abspath(args.out or f"/tmp/scaletrace-eval-{seed}")
+    docs = args.docs or (out if args.quick else os.path.join(ROOT, "docs"))
+    os.makedirs(out, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # labs are closed on the way out
+    log(f"eval: seed {seed}, {args.reps} repetition(s) × {args.scenarios}, {args.steps} steps per job, runs in {out}")
+
+    loss, rates, slows, dirs = LOSS[:], RATES[:], SLOW_MS[:], LOSS_DIRECTIONS[:]
+    for xs in (loss, rates, slows, dirs):
+        rng.shuffle(xs)
+    records, t0 = [], time.time()
+    total = args.reps * (len(args.scenarios) + ("clean" in args.scenarios and args.clean_after))
+    for rep in range(args.reps):
+        cfg = CONFIGS[rep % len(CONFIGS)]
+        world = cfg["nodes"] * cfg["ranks_per_node"]
+        draw = {"node": None, "loss": loss[rep % 3], "direction": dirs[rep % 3], "rate": rates[rep % 3],
+                "slow_ms": slows[rep % 3]}
+        # clean first and (unless --no-clean-after) last: the baseline of this configuration,
+        # taken on both sides of the faults so that a drift in the machine's load averages out
+        order = [s for s in SCENARIOS if s in args.scenarios]
+        if "clean" in order and args.clean_after:
+            order.append("clean")
+        for scenario in order:
+            d = dict(draw, node=rng.randrange(cfg["nodes"]), rank=rng.randrange(world))
+            n = len(records) + 1
+            log(f"run {n}/{total}: {scenario}, rep {rep}, {cfg['name']} (world {world})")
+            rec = run_one(args, cfg, scenario, rep, d, out)
+            records.append(rec)
+            if rec["error"]:
+                log(f"  failed: {rec['error']}")
+                continue
+            p = rec["planted"]
+            fs = rec.get("flow_stats") or {}
+            log(f"  planted {p['kind']} {p.get('host')} rank {p.get('rank')} {p['size']}" if p else "  planted nothing")
+            log(f"  median step {rec['median_step_s'] * 1e3:.0f} ms, mean {statistics.mean(rec['step_times_s']) * 1e3:.0f} ms, "
+                f"dropped {rec['dropped_packets']}, retransmits {fs.get('retransmits')}, {rec['wall_s']:.0f} s")
+            fnd = rec["findings"] or []
+            log(f"  analyze: {len(fnd)} finding(s); first: {describe(fnd[0]) if fnd else '(none)'}")
+    score(records)
+    tot = totals(records)
+    meta = {"command": "python3 bench/eval.py " + " ".join(sys.argv[1:]), "date": datetime.datetime.now(
+        datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpus": os.cpu_count(), "kernel": platform.release(),
+        "seed": seed, "steps": args.steps, "reps": args.reps, "out": out, "wall_min": (time.time() - t0) / 60}
+    meta["torch"] = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
+                                   capture_output=True, text=True).stdout.strip()
+    write_docs(docs, meta, records, tot)
+    return 1 if tot["failed_runs"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""The reduced diagnosis matrix of `cargo xtask eval` (bench/eval.py): a real PyTorch DDP job
+(gloo, CPU, 4 ranks in 4 node namespaces behind a bridge, tests/ddplab.py), recorded by one
+`scaletrace record` per node, its Kineto traces imported, then `scaletrace analyze`; once
+clean, once with random loss on one node's switch port, once with a rate limit on another
+node's link, once with a slow rank.
+
+The tests without a marker check the lab itself, whatever the diagnosis says: the traces hold
+the gloo collectives, a fault slows the job measurably, the recorders saw the DDP flows between
+the node IPs (with retransmits under loss) under each node's own hostname. The `diagnosis`
+tests check `analyze`'s verdict against the planted problem."""
+import glob
+import importlib.util
+import json
+import os
+import statistics
+
+import duckdb
+import pytest
+
+from ddplab import DDPLab, names_planted
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                reason="torch missing: run `cargo xtask setup`")
+
+NODES = 4
+STEPS = 40
+LOSSY = 2          # node whose switch port drops 3 % of the TCP segments, both ways
+LOSS = 0.03
+LIMITED = 3        # node whose link is limited to RATE both ways (tc tbf)
+RATE = "200mbit"
+SLOW = 1           # rank that busy-loops SLOW_MS every step
+SLOW_MS = 60
+# A rate limit slows every step alike: the verdict has no healthy steps to price it against and
+# the first finding comes from the latency evidence, right 2 of 3 times in docs/diagnosis.md.
+RATE_LIMIT_GAP = pytest.mark.xfail(reason="rate limits are named by latency evidence only (docs/queries.md, Limits)",
+                                   strict=False)
+
+
+def _run(tmp_path_factory, name, plant=None, **job):
+    out = tmp_path_factory.mktemp(name)
+    with DDPLab(NODES) as lab:
+        if plant:
+            plant(lab)
+        return lab.run_job(str(out / "run"), steps=STEPS, log=lambda *_: None, **job)
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    return _run(tmp_path_factory, "clean")
+
+
+@pytest.fixture(scope="module")
+def lossy(tmp_path_factory):
+    return _run(tmp_path_factory, "loss", plant=lambda lab: lab.loss(LOSSY, LOSS))
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory):
+    return _run(tmp_path_factory, "rate", plant=lambda lab: lab.rate_limit(LIMITED, RATE))
+
+
+@pytest.fixture(scope="module")
+def slow(tmp_path_factory):
+    return _run(tmp_path_factory, "slow", slow_rank=SLOW, slow_ms=SLOW_MS)
+
+
+def flows(run):
+    return duckdb.sql(f"""SELECT host, local_addr, local_port, remote_addr, remote_port, bytes_sent,
+                                 bytes_received, total_retrans
+                          FROM read_parquet('{run.fleet}/*/flows/*.parquet')""").fetchall()
+
+
+def node_flows(run):
+    ips = set(run.summary()["ips"])
+    return [f for f in flows(run) if f[1] in ips and f[3] in ips]
+
+
+def test_kineto_traces_hold_the_gloo_collectives(clean):
+    for rank, truth in enumerate(clean.truth):
+        with open(truth["trace"]) as f:
+            trace = json.load(f)
+        assert trace["distributedInfo"]["backend"] == "gloo"
+        assert trace["distributedInfo"]["rank"] == rank
+        assert trace["distributedInfo"]["world_size"] == NODES
+        assert "baseTimeNanoseconds" in trace
+        names = [e.get("name", "") for e in trace["traceEvents"] if e.get("ph") == "X"]
+        steps = [n for n in names if n.startswith("ProfilerStep#")]
+        assert len(steps) == len(truth["profiled_steps"]) >= STEPS - 4
+        # several all-reduces (gradient buckets) per step
+        assert names.count("gloo:all_reduce") >= 2 * len(steps), names.count("gloo:all_reduce")
+        assert names.count("c10d::allreduce_") >= 2 * len(steps)
+
+
+def test_ground_truth_has_every_step_on_its_own_node(clean):
+    for rank, truth in enumerate(clean.truth):
+        assert truth["rank"] == rank and truth["world_size"] == NODES
+        assert truth["host"] == f"node{rank}"
+        assert [s["step"] for s in truth["steps"]] == list(range(STEPS))
+        assert all(s["start_ns"] < s["end_ns"] for s in truth["steps"])
+    # the ranks step together: step 10 starts within a few hundred ms on every rank
+    starts = [t["steps"][10]["start_ns"] for t in clean.truth]
+    assert (max(starts) - min(starts)) / 1e9 < 0.5
+
+
+def test_every_node_directory_has_its_own_hostname(clean):
+    nodes = sorted(os.listdir(clean.fleet))
+    assert nodes == [f"node{k}" for k in range(NODES)]
+    for node in nodes:
+        for table in ("flows", "gpu_events"):
+            hosts = duckdb.sql(f"SELECT DISTINCT host FROM read_parquet('{clean.fleet}/{node}/{table}/*.parquet')").fetchall()
+            assert hosts == [(node,)], (node, table, hosts)
+
+
+def test_recorders_see_the_ddp_flows_between_the_nodes(clean):
+    ips = clean.summary()["ips"]
+    between = node_flows(clean)
+    # gloo connects every pair of ranks (full mesh), and each side records its end of each pair
+    pairs = {(f[1], f[3]) for f in between}
+    for a in ips:
+        for b in ips:
+            if a != b:
+                assert (a, b) in pairs, (a, b, sorted(pairs))
+    # every rank sends its share of the gradients: MBs per step on its busiest flows
+    grad_bytes = clean.truth[0]["model"]["grad_bytes"]
+    for k, ip in enumerate(ips):
+        sent = sum(f[5] for f in between if f[1] == ip)
+        assert sent > grad_bytes * STEPS / 2, (k, sent)
+    # the rendezvous: every node has a flow to node0's TCPStore port
+    store = {f[1] for f in between if f[3] == ips[0] and f[4] == 29500}
+    assert store >= set(ips[1:]), store
+
+
+def test_loss_run_is_slower_and_retransmits_toward_the_lossy_node(clean, lossy):
+    assert lossy.dropped > 0
+    clean_mean = statistics.mean(clean.step_times())
+    loss_mean = statistics.mean(lossy.step_times())
+    assert loss_mean > 1.3 * clean_mean, (loss_mean, clean_mean)
+    assert lossy.time_lost(clean.median_step()) > 1.0
+    lossy_ip = lossy.summary()["ips"][LOSSY]
+    between = node_flows(lossy)
+    touching = sum(f[7] for f in between if lossy_ip in (f[1], f[3]))
+    elsewhere = sum(f[7] for f in between if lossy_ip not in (f[1], f[3]))
+    assert touching > 0
+    assert touching > 5 * elsewhere, (touching, elsewhere)
+    clean_retrans = sum(f[7] for f in node_flows(clean))
+    assert touching > 5 * clean_retrans, (touching, clean_retrans)
+
+
+def test_clean_run_has_almost_no_retransmits(clean):
+    """The lab's own noise floor: without RPS on the veths a clean run retransmits ~0.1 % of its
+    segments (reordering between the CPUs' backlogs), which would blur every loss diagnosis."""
+    assert sum(f[7] for f in node_flows(clean)) <= 10
+
+
+def test_rate_limited_run_is_slower_and_queues_at_the_limited_node(clean, limited):
+    assert limited.median_step() > 1.5 * clean.median_step(), (limited.median_step(), clean.median_step())
+    assert limited.time_lost(clean.median_step()) > 1.0
+    ip = limited.summary()["ips"][LIMITED]
+    rtt = duckdb.sql(f"""SELECT remote_addr = '{ip}' OR local_addr = '{ip}' AS limited, max(srtt_mean_us)
+                         FROM read_parquet('{limited.fleet}/*/flows/*.parquet')
+                         WHERE bytes_sent > 10000000 GROUP BY ALL""").fetchall()
+    rtt = dict(rtt)
+    # the tbf queue (up to 20 ms) sits on the limited node's flows
+    assert rtt[True] > 1000 and rtt[True] > 2 * rtt.get(False, 0), rtt
+
+
+def test_slow_rank_run_is_slower(clean, slow):
+    assert slow.median_step() > clean.median_step() + SLOW_MS / 1e3 / 4, (slow.median_step(), clean.median_step())
+    with open(slow.truth[SLOW]["trace"]) as f:
+        names = {e.get("name") for e in json.load(f)["traceEvents"]}
+    assert "slow_rank_extra_work" in names
+
+
+def test_analyze_ran_on_every_run(clean, lossy, limited, slow):
+    for run in (clean, lossy, limited, slow):
+        assert isinstance(run.findings, list)
+        assert os.path.exists(os.path.join(run.dir, "report.html"))
+        gpu_files = glob.glob(os.path.join(run.fleet, "*", "gpu_events", "*.parquet"))
+        assert len(gpu_files) == NODES
+
+
+@pytest.mark.diagnosis
+def test_clean_run_has_no_finding(clean):
+    assert clean.findings == [], [(f["category"], f["subject"]) for f in clean.findings]
+
+
+@pytest.mark.diagnosis
+@pytest.mark.parametrize("fault", ["lossy", pytest.param("limited", marks=RATE_LIMIT_GAP), "slow"])
+def test_first_finding_names_the_planted_problem(fault, request):
+    run = request.getfixturevalue(fault)
+    planted = run.faults[0]
+    assert run.findings, "no finding"
+    assert names_planted(run.findings[0], planted), (planted, run.findings[0])
