@@ -92,7 +92,12 @@ def test_sigint_mid_transfer_leaves_readable_parquet_with_the_open_flow(net, tmp
     rec = Recorder(tmp_path, "--netns", net.a)
     server = Server(net, 5205)
     client = subprocess.Popen(["ip", "netns", "exec", net.a, sys.executable, "-c",
-                               "import socket,time,sys; c=socket.create_connection((sys.argv[1],5205)); c.sendall(b'x'*(1<<20)); print('sent',flush=True); time.sleep(30)",
+                               # sendall returns once the data is queued; wait until the peer has
+                               # acknowledged all of it (SIOCOUTQ = 0), or a stop that comes first
+                               # rightly records fewer bytes acknowledged (seen on a loaded CI)
+                               "import socket,time,sys,fcntl,termios,struct; c=socket.create_connection((sys.argv[1],5205)); c.sendall(b'x'*(1<<20))\n"
+                               "while struct.unpack('i', fcntl.ioctl(c.fileno(), termios.TIOCOUTQ, b'0000'))[0]: time.sleep(0.01)\n"
+                               "print('sent',flush=True); time.sleep(30)",
                                net.b_ip], stdout=subprocess.PIPE, text=True)
     try:
         assert client.stdout.readline().strip() == "sent"
