@@ -271,3 +271,37 @@ def test_config_file_health_files_and_bad_settings(net, tmp_path):
         p = subprocess.run([BIN, "agent", *args], capture_output=True, text=True, timeout=60)
         assert p.returncode != 0 and expected in p.stderr, p.stderr
         assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_links_planted_in_the_spool_are_never_written_through(net, tmp_path):
+    """As root in a directory others can write to, links planted at the names the agent writes
+    (the old predictable status.json.partial, scaletrace.prom.partial, a final name, a table
+    directory) must not make it overwrite their targets or write files elsewhere."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for name in ("status.json.partial", "scaletrace.prom.partial", "scaletrace.prom"):
+        os.symlink(victim, spool / name)
+    agent = [BIN, "agent", "--out", str(spool), "--no-gpu", "--port", str(PORT), "--rotate-interval", "500ms",
+             "--duration", "2s"]
+    proc = subprocess.run(agent, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert victim.read_bytes() == b"precious"
+    # the health files are whole files of their own; the planted final name was replaced, not followed
+    assert json.loads((spool / "status.json").read_text())["rotations_total"] >= 1
+    assert not (spool / "scaletrace.prom").is_symlink()
+    assert (spool / "status.json.partial").is_symlink(), "the agent removed a link it did not create"
+
+    # a table directory that is a link: refused with one clear line, nothing written through it
+    spool2 = tmp_path / "spool2"
+    spool2.mkdir()
+    os.symlink(elsewhere, spool2 / "table=flows")
+    agent[agent.index("--out") + 1] = str(spool2)
+    proc = subprocess.run(agent, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "table=flows is a symbolic link" in proc.stderr, proc.stderr
+    assert list(elsewhere.iterdir()) == [], "files written through the planted table directory"
+    assert (spool2 / "table=flows").is_symlink()

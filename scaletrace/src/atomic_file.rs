@@ -1,13 +1,195 @@
-//! Small whole files (reports, findings, health) written so a reader never sees half of one.
-use std::path::Path;
+//! Creating files as root in directories others may write to (a spool under /tmp, a
+//! group-writable textfile-collector directory): never through a link someone planted, never
+//! over a file this process did not create, and whole files only (written under a temporary
+//! name, then renamed; `rename` replaces a link at the final name instead of following it).
+use std::{
+    fs::{File, OpenOptions},
+    io::{ErrorKind, Write as _},
+    os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _},
+    path::{Path, PathBuf},
+    sync::atomic::{AtomicU64, Ordering},
+};
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 
-/// Writes `<path>.partial` in the same directory, then renames it over `path`.
+/// Creates `path` as a new file (mode 0644): `O_CREAT | O_EXCL | O_NOFOLLOW`, so an existing
+/// file or a link at that name (even a dangling one) is an error, not a target.
+pub fn create_new(path: &Path) -> Result<File> {
+    match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .mode(0o644)
+        .open(path)
+    {
+        Ok(f) => Ok(f),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => bail!(
+            "{} already exists ({}): refusing to write through or over something this run did not create",
+            path.display(),
+            describe(path)
+        ),
+        Err(e) => Err(e).with_context(|| format!("creating {}", path.display())),
+    }
+}
+
+/// Creates `dir` below `root` (the output the user chose, which may itself be a link) one
+/// level at a time, refusing any directory between them that is a link or not a directory:
+/// files created below would land wherever a planted link points. (Checked by path, not by
+/// descriptor: a link swapped in between the check and the write is not caught.)
+pub fn create_dir_safely(root: &Path, dir: &Path) -> Result<()> {
+    let Ok(below) = dir.strip_prefix(root) else {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        return check_real_dir(dir);
+    };
+    std::fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
+    let mut p = root.to_path_buf();
+    for part in below.components() {
+        p.push(part);
+        match std::fs::create_dir(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => check_real_dir(&p)?,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", p.display())),
+        }
+    }
+    Ok(())
+}
+
+fn check_real_dir(p: &Path) -> Result<()> {
+    let meta = std::fs::symlink_metadata(p).with_context(|| format!("reading {}", p.display()))?;
+    if meta.file_type().is_symlink() {
+        bail!(
+            "{} is a symbolic link: refusing to write below it (remove it or point the output elsewhere)",
+            p.display()
+        );
+    }
+    if !meta.is_dir() {
+        bail!("{} is not a directory", p.display());
+    }
+    Ok(())
+}
+
+fn describe(path: &Path) -> &'static str {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => "a symbolic link",
+        Ok(m) if m.is_dir() => "a directory",
+        Ok(_) => "a file",
+        Err(_) => "gone since",
+    }
+}
+
+/// A temporary name beside `path` that no one can predict: the pid, a counter and the clock.
+fn temporary_name(path: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let name = path
+        .file_name()
+        .map_or_else(Default::default, |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(
+        ".{name}.{}-{}-{nanos:09}.partial",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// Writes `bytes` to a new temporary file beside `path` (see [`create_new`]), then renames it
+/// over `path`, so a reader never sees half of it.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".partial");
-    let tmp = std::path::PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))
+    let mut last_error = None;
+    for _ in 0..3 {
+        let tmp = temporary_name(path);
+        let mut file = match create_new(&tmp) {
+            Ok(f) => f,
+            // someone holds that name: draw another
+            Err(e) => {
+                last_error = Some(e);
+                continue;
+            }
+        };
+        let written = file
+            .write_all(bytes)
+            .and_then(|()| file.set_permissions(std::fs::Permissions::from_mode(0o644)));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e).with_context(|| format!("writing {}", tmp.display()));
+        }
+        return std::fs::rename(&tmp, path)
+            .with_context(|| format!("renaming into {}", path.display()));
+    }
+    Err(last_error.expect("three attempts"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn a_planted_link_is_never_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let planted = dir.path().join("out.parquet.partial");
+        symlink(&victim, &planted).unwrap();
+        let e = create_new(&planted).unwrap_err().to_string();
+        assert!(
+            e.contains("a symbolic link") && e.contains("refusing"),
+            "{e}"
+        );
+        // a dangling link is refused too (O_EXCL), and nothing is created at its target
+        let dangling = dir.path().join("dangling.partial");
+        symlink(dir.path().join("nowhere"), &dangling).unwrap();
+        assert!(create_new(&dangling).is_err());
+        assert!(!dir.path().join("nowhere").exists());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    }
+
+    #[test]
+    fn whole_files_replace_links_at_the_final_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        // the old predictable temporary name and the final name, both planted
+        symlink(&victim, dir.path().join("status.json.partial")).unwrap();
+        let status = dir.path().join("status.json");
+        symlink(&victim, &status).unwrap();
+        write_atomically(&status, b"{}").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        let meta = std::fs::symlink_metadata(&status).unwrap();
+        assert!(meta.is_file(), "the link itself was replaced");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o644);
+        assert_eq!(std::fs::read(&status).unwrap(), b"{}");
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(left.is_empty(), "temporary files left: {left:?}");
+    }
+
+    #[test]
+    fn a_linked_output_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        let planted = dir.path().join("table=flows");
+        symlink(&elsewhere, &planted).unwrap();
+        // the link is the directory itself, or one between the output and it
+        for target in [planted.clone(), planted.join("date=2026-12-03/hour=8")] {
+            let e = create_dir_safely(dir.path(), &target)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("table=flows is a symbolic link"), "{e}");
+        }
+        assert!(
+            std::fs::read_dir(&elsewhere).unwrap().next().is_none(),
+            "a directory was created through the link"
+        );
+        create_dir_safely(dir.path(), &dir.path().join("a/b")).unwrap();
+        // the output the user chose may be a link
+        let chosen = dir.path().join("chosen");
+        symlink(&elsewhere, &chosen).unwrap();
+        create_dir_safely(&chosen, &chosen.join("flows")).unwrap();
+    }
 }

@@ -77,7 +77,7 @@ impl Layout {
 }
 
 /// Hive partition values cannot hold `/` or `=`; hostnames normally have neither.
-fn partition_value(v: &str) -> String {
+pub fn partition_value(v: &str) -> String {
     v.chars()
         .map(|c| {
             if matches!(c, '/' | '=' | '\\') {

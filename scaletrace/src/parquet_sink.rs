@@ -15,7 +15,10 @@ use parquet::{
     file::{metadata::KeyValue, properties::WriterProperties},
 };
 
-use crate::columns::Table;
+use crate::{
+    atomic_file::{create_dir_safely, create_new},
+    columns::Table,
+};
 
 /// Rows per Arrow batch handed to the writer.
 const BATCH_ROWS: usize = 8192;
@@ -35,22 +38,27 @@ impl<T: Table> TableWriter<T> {
     /// Creates `<dir>/<table>/<file_stem>.parquet` (via a `.partial` file).
     pub fn create(dir: &Path, file_stem: &str, metadata: &[(String, String)]) -> Result<Self> {
         Self::create_at(
+            dir,
             dir.join(T::NAME).join(format!("{file_stem}.parquet")),
             metadata,
         )
     }
 
-    /// Creates `final_path` (via `<final_path>.partial`, in the same directory).
-    pub fn create_at(final_path: PathBuf, metadata: &[(String, String)]) -> Result<Self> {
+    /// Creates `final_path` below the output directory `root` (via `<final_path>.partial`, in
+    /// the same directory). Neither the directories below `root` nor the partial file may be
+    /// links: as root, a link planted there would redirect the write (see `atomic_file`).
+    pub fn create_at(
+        root: &Path,
+        final_path: PathBuf,
+        metadata: &[(String, String)],
+    ) -> Result<Self> {
         let table_dir = final_path
             .parent()
             .context("a table file needs a directory")?
             .to_path_buf();
-        std::fs::create_dir_all(&table_dir)
-            .with_context(|| format!("creating {}", table_dir.display()))?;
+        create_dir_safely(root, &table_dir)?;
         let partial_path = final_path.with_extension("parquet.partial");
-        let file = File::create(&partial_path)
-            .with_context(|| format!("creating {}", partial_path.display()))?;
+        let file = create_new(&partial_path)?;
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
             .set_max_row_group_size(ROW_GROUP_ROWS)

@@ -85,7 +85,9 @@ pub fn run(args: AgentArgs) -> Result<()> {
         .as_deref()
         .map(|url| spool::s3_target(url, args.s3_endpoint.as_deref()))
         .transpose()?;
-    let leftovers_removed = spool::remove_leftovers(&out);
+    // the same name `record` files this node's data under
+    let host = crate::node::NodeIdentity::current().hostname;
+    let leftovers_removed = spool::remove_leftovers(&out, &host);
     if leftovers_removed > 0 {
         log::warn!(
             "removed {leftovers_removed} unfinished file(s) left in {} by a previous run that did not stop cleanly",
@@ -112,6 +114,7 @@ pub fn run(args: AgentArgs) -> Result<()> {
         },
         spool: spool::SpoolConfig {
             root: out,
+            host,
             target,
             max_bytes: args.spool_max_mb << 20,
             max_age: args.retain_max_age,

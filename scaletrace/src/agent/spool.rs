@@ -22,36 +22,55 @@ pub struct SpoolFile {
     pub modified: SystemTime,
 }
 
-fn walk(root: &Path) -> impl Iterator<Item = walkdir::DirEntry> {
+/// The regular files (never links) that this host's agents wrote under `root`:
+/// `table=…/date=…/hour=…/host=<host>/part-…<suffix>`. Anything else in the spool (another
+/// host's files on shared storage, a warehouse that happens to use `table=` directories, files
+/// an operator put there) is never uploaded, evicted or removed.
+fn ours<'a>(
+    root: &'a Path,
+    host: &str,
+    suffix: &'a str,
+) -> impl Iterator<Item = walkdir::DirEntry> + 'a {
+    let host_dir = format!("host={}", crate::layout::partition_value(host));
     walkdir::WalkDir::new(root)
+        .min_depth(5)
+        .max_depth(5)
         .into_iter()
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_file())
+        .filter(move |e| {
+            let Ok(rel) = e.path().strip_prefix(root) else {
+                return false;
+            };
+            let parts: Vec<_> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect();
+            parts.len() == 5
+                && parts[0].starts_with("table=")
+                && parts[1].starts_with("date=")
+                && parts[2].starts_with("hour=")
+                && parts[3] == host_dir
+                && parts[4].starts_with("part-")
+                && parts[4].ends_with(suffix)
+        })
 }
 
-/// Removes `*.partial` files (a killed run's open interval: without a footer they cannot be
-/// read) and returns how many there were.
-pub fn remove_leftovers(root: &Path) -> u64 {
+/// Removes this host's `part-*.parquet.partial` files (a killed run's open interval: without a
+/// footer they cannot be read) and returns how many there were.
+pub fn remove_leftovers(root: &Path, host: &str) -> u64 {
     let mut removed = 0;
-    for e in walk(root) {
-        if e.file_name().to_string_lossy().ends_with(".partial")
-            && std::fs::remove_file(e.path()).is_ok()
-        {
+    for e in ours(root, host, ".parquet.partial") {
+        if std::fs::remove_file(e.path()).is_ok() {
             removed += 1;
         }
     }
     removed
 }
 
-/// Completed table files, oldest first.
-pub fn completed(root: &Path) -> Vec<SpoolFile> {
-    let mut files: Vec<SpoolFile> = walk(root)
-        .filter(|e| e.path().extension().is_some_and(|x| x == "parquet"))
-        .filter(|e| {
-            e.path()
-                .components()
-                .any(|c| c.as_os_str().to_string_lossy().starts_with("table="))
-        })
+/// This host's completed table files, oldest first.
+pub fn completed(root: &Path, host: &str) -> Vec<SpoolFile> {
+    let mut files: Vec<SpoolFile> = ours(root, host, ".parquet")
         .filter_map(|e| {
             let meta = e.metadata().ok()?;
             let rel = e.path().strip_prefix(root).ok()?;
@@ -176,6 +195,8 @@ pub fn s3_target(url: &str, endpoint: Option<&str>) -> Result<Target> {
 
 pub struct SpoolConfig {
     pub root: PathBuf,
+    /// Whose files this agent may upload and evict: its own host's partition only.
+    pub host: String,
     pub target: Option<Target>,
     pub max_bytes: u64,
     pub max_age: Duration,
@@ -216,7 +237,7 @@ async fn upload(target: &Target, f: &SpoolFile) -> Result<()> {
 /// One pass: enforce the limits, then upload what is there (oldest first) until a failure.
 /// Returns whether every file was uploaded.
 async fn pass(cfg: &SpoolConfig, stats: &SpoolStats) -> bool {
-    let mut files = completed(&cfg.root);
+    let mut files = completed(&cfg.root, &cfg.host);
     let mut evicted = Vec::new();
     for f in over_limits(&files, cfg.max_bytes, cfg.max_age, SystemTime::now()) {
         if delete(&cfg.root, &f.path).is_ok() {
@@ -398,8 +419,28 @@ mod tests {
         std::fs::write(p.join("part-1.parquet"), b"1234").unwrap();
         std::fs::write(p.join("part-2.parquet.partial"), b"12").unwrap();
         std::fs::write(root.join("status.json"), b"{}").unwrap();
-        assert_eq!(remove_leftovers(root), 1);
-        let files = completed(root);
+        // files this host's agent did not write: another host's, a warehouse's, an operator's,
+        // a link (one hour later, so that pruning below is seen on its own)
+        let other = root.join("table=flows/date=2026-12-02/hour=22/host=h2");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("part-9.parquet"), b"x").unwrap();
+        std::fs::write(other.join("part-9.parquet.partial"), b"x").unwrap();
+        let warehouse = root.join("warehouse/table=events/date=2020-01-01");
+        std::fs::create_dir_all(&warehouse).unwrap();
+        std::fs::write(warehouse.join("old.parquet"), b"x").unwrap();
+        let later = root.join("table=rtt/date=2026-12-02/hour=23/host=h");
+        std::fs::create_dir_all(&later).unwrap();
+        std::fs::write(later.join("notes.parquet.partial"), b"x").unwrap();
+        std::os::unix::fs::symlink(
+            root.join("status.json"),
+            later.join("part-3.parquet.partial"),
+        )
+        .unwrap();
+        assert_eq!(remove_leftovers(root, "h"), 1);
+        assert!(other.join("part-9.parquet.partial").exists());
+        assert!(later.join("notes.parquet.partial").exists());
+        assert!(later.join("part-3.parquet.partial").is_symlink());
+        let files = completed(root, "h");
         assert_eq!(files.len(), 1);
         assert_eq!(
             files[0].key,
@@ -407,7 +448,11 @@ mod tests {
         );
         assert_eq!(files[0].bytes, 4);
         delete(root, &files[0].path).unwrap();
-        assert!(!root.join("table=rtt").exists());
+        assert!(!root.join("table=rtt/date=2026-12-02/hour=22").exists());
+        assert!(later.exists());
+        // another host's completed file and the warehouse's are never listed for upload or eviction
+        assert!(completed(root, "h").is_empty());
+        assert_eq!(completed(root, "h2").len(), 1);
         assert!(root.join("status.json").exists());
     }
 }

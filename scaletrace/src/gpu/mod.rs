@@ -251,16 +251,25 @@ pub fn record_gpus<S: GpuSource>(
     o: &GpuOutput,
     stop: &AtomicBool,
 ) -> Result<String> {
-    let mut devices =
-        TableWriter::<GpuDeviceRow>::create_at(o.layout.path(GpuDeviceRow::NAME), &o.metadata)?;
+    let mut devices = TableWriter::<GpuDeviceRow>::create_at(
+        o.layout.root(),
+        o.layout.path(GpuDeviceRow::NAME),
+        &o.metadata,
+    )?;
     for row in sampler.device_rows(o.layout.run_id(), &o.sysfs) {
         devices.push(row)?;
     }
     devices.close().context("writing gpu_devices")?;
-    let mut samples =
-        TableWriter::<GpuSampleRow>::create_at(o.layout.path(GpuSampleRow::NAME), &o.metadata)?;
-    let mut processes =
-        TableWriter::<GpuProcessRow>::create_at(o.layout.path(GpuProcessRow::NAME), &o.metadata)?;
+    let mut samples = TableWriter::<GpuSampleRow>::create_at(
+        o.layout.root(),
+        o.layout.path(GpuSampleRow::NAME),
+        &o.metadata,
+    )?;
+    let mut processes = TableWriter::<GpuProcessRow>::create_at(
+        o.layout.root(),
+        o.layout.path(GpuProcessRow::NAME),
+        &o.metadata,
+    )?;
     let mut result = Ok(());
     while !stop.load(Ordering::Relaxed) {
         let (s, p) = sampler.sample(now_ns(libc::CLOCK_REALTIME));

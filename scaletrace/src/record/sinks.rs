@@ -39,7 +39,7 @@ struct Writers {
 impl Writers {
     fn create(layout: &Layout, metadata: &[(String, String)]) -> Result<Self> {
         fn w<T: Table>(layout: &Layout, md: &[(String, String)]) -> Result<TableWriter<T>> {
-            TableWriter::create_at(layout.path(T::NAME), md)
+            TableWriter::create_at(layout.root(), layout.path(T::NAME), md)
         }
         Ok(Writers {
             flows: w(layout, metadata)?,
@@ -410,7 +410,11 @@ impl Sinks {
         }
         macro_rules! table {
             ($t:ty, $rows:expr) => {{
-                match TableWriter::<$t>::create_at(layout.path(<$t>::NAME), &self.metadata) {
+                match TableWriter::<$t>::create_at(
+                    layout.root(),
+                    layout.path(<$t>::NAME),
+                    &self.metadata,
+                ) {
                     Ok(mut tw) => {
                         for row in $rows {
                             note(tw.push(row));
