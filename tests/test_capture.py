@@ -3,6 +3,7 @@ import signal
 import socket
 import statistics
 import subprocess
+import time
 import sys
 
 import duckdb
@@ -68,6 +69,48 @@ def test_random_loss_shows_up_as_retransmits(net, tmp_path):
     assert rec.query("SELECT retransmits_over_rate, ring_drops FROM capture")[0] == (0, 0)
 
 
+def tcp_timeouts(net):
+    """The kernel's own count of retransmission timeouts in the client namespace (TcpExt
+    TCPTimeouts): independent of scaletrace."""
+    lines = net.run(net.a, "cat", "/proc/net/netstat").stdout.splitlines()
+    for names, values in zip(lines[::2], lines[1::2]):
+        if names.startswith("TcpExt:"):
+            return dict(zip(names.split()[1:], map(int, values.split()[1:])))["TCPTimeouts"]
+    raise AssertionError("no TcpExt in /proc/net/netstat")
+
+
+def test_a_blackout_is_counted_as_retransmit_timeouts_with_their_recovery_time(net, tmp_path):
+    """A link that drops everything for 1.5 s while data is in flight: the sender recovers only
+    by retransmission timeouts (200 ms, then backed off), which the flow counts as the kernel's
+    TCPTimeouts does, and the stall from the first timeout to the next acknowledged data."""
+    net.no_spurious_retransmits()
+    rec = Recorder(tmp_path, "--netns", net.a)
+    server = Server(net, 5223)
+    before = tcp_timeouts(net)
+    client = subprocess.Popen(["ip", "netns", "exec", net.a, sys.executable, "-c",
+                               "import socket,sys,time; c=socket.create_connection((sys.argv[1],5223)); end=time.time()+4\n"
+                               "while time.time() < end: c.sendall(b'x'*4096); time.sleep(0.01)\n"
+                               "c.close()", net.b_ip])
+    time.sleep(1)
+    blackout = ["iptables", "-I", "INPUT", "-p", "tcp", "--dport", "5223", "-j", "DROP"]
+    net.run(net.b, *blackout)
+    time.sleep(1.5)
+    net.run(net.b, *["-D" if a == "-I" else a for a in blackout])
+    assert client.wait(timeout=60) == 0
+    server.received()
+    assert rec.stop() == 0, rec.stderr
+    timeouts = tcp_timeouts(net) - before
+    rows = rec.query("SELECT rto_count, rto_recovery_ns, total_retrans FROM flows WHERE remote_port = 5223")
+    assert len(rows) == 1, rows
+    rto_count, recovery_ns, total_retrans = rows[0]
+    assert timeouts >= 2, timeouts  # 200 ms, 400 ms, 800 ms... within 1.5 s
+    assert rto_count == timeouts, (rto_count, timeouts)
+    assert total_retrans >= rto_count
+    # from the first timeout (~0.2 s into the blackout) to the first retransmission after it
+    # ended (the next backed-off timer): at least the rest of the blackout, at most a few s
+    assert 1.0e9 <= recovery_ns <= 6e9, recovery_ns
+
+
 def median_srtt(rec, net, port):
     flow_id = client_flow(rec, net, port)[0]
     return statistics.median(r[0] for r in rec.query(f"SELECT srtt_us FROM rtt WHERE flow_id = {flow_id}"))
@@ -121,6 +164,22 @@ def test_sigterm_also_flushes(net, tmp_path):
     assert rec.query("SELECT count(*) FROM flows WHERE remote_port = 5206")[0][0] == 1
 
 
+def test_hangup_and_user_signals_lose_nothing(net, tmp_path):
+    """An ssh session that closes sends SIGHUP; a stray `kill -USR1` used to kill the run too
+    (rc 129/138, no Parquet, .partial files left): USR1/USR2 are ignored, HUP ends the run as
+    SIGINT does."""
+    rec = Recorder(tmp_path, "--netns", net.a)
+    transfer(net, 5222, MB)
+    for sig in (signal.SIGUSR1, signal.SIGUSR2):
+        rec.proc.send_signal(sig)
+    time.sleep(0.5)
+    assert rec.proc.poll() is None, rec.stop()
+    assert rec.stop(signal.SIGHUP) == 0, rec.stderr
+    assert "SIGUSR1 ignored" in rec.stderr and "stopped (SIGHUP)" in rec.stderr, rec.stderr
+    assert not list(tmp_path.glob("*/*.partial"))
+    assert rec.query("SELECT count(*) FROM flows WHERE remote_port = 5222")[0][0] == 1
+
+
 def test_port_filter_selects_only_matching_flows(net, tmp_path):
     rec = Recorder(tmp_path, "--netns", net.a, "--port", "5207")
     transfer(net, 5207, MB)
@@ -140,6 +199,24 @@ def test_cidr_filter(net, tmp_path):
     transfer(net, 5210, MB)
     assert rec.stop() == 0, rec.stderr
     assert rec.query("SELECT count(*) FROM flows WHERE remote_port = 5210")[0][0] == 1
+
+
+def test_ipv4_cidr_matches_dual_stack_sockets(net, tmp_path):
+    """A client on an AF_INET6 socket talking to an IPv4 peer (::ffff:a.b.c.d, as PyTorch's
+    TCPStore does) is IPv4 traffic: an IPv4 --cidr must select it."""
+    rec = Recorder(tmp_path, "--netns", net.a, "--cidr", f"{net.b_ip}/32")
+    server = Server(net, 5221)
+    client = subprocess.run(["ip", "netns", "exec", net.a, sys.executable, "-c",
+                             "import socket,sys; c=socket.socket(socket.AF_INET6); c.connect(('::ffff:'+sys.argv[1],5221)); "
+                             "c.sendall(b'x'*(1<<20)); c.close()", net.b_ip],
+                            capture_output=True, text=True, timeout=60)
+    assert client.returncode == 0, client.stderr
+    assert server.received() == [1 << 20]
+    assert rec.stop() == 0, rec.stderr
+    rows = rec.query("SELECT family, remote_addr, bytes_sent FROM flows WHERE remote_port = 5221")
+    assert len(rows) == 1, rows
+    assert rows[0][:2] == ("ipv4", net.b_ip), rows
+    assert rows[0][2] >= 1 << 20
 
 
 def test_duration_ends_the_run_and_metadata_names_the_node(net, tmp_path):

@@ -161,11 +161,19 @@ pub struct FlowStats {
     pub srtt_max_us: u32,
     pub srtt_last_us: u32,
     pub min_rtt_us: u32,
+    /// Retransmit timeouts (BPF_SOCK_OPS_RTO_CB): the loss recovery that stalls a flow for at
+    /// least the minimum RTO (200 ms on Linux), unlike fast retransmits.
+    pub rto_count: u32,
     pub comm: [u8; 16],
     pub direction: u8,
     /// 1 when the flow closed but its end event could not be sent: userspace sweeps these.
     pub closed_unsent: u8,
-    pub _pad: [u8; 6],
+    pub _pad: [u8; 2],
+    /// Kernel monotonic ns of the first timeout of the current stall; 0 when none is pending.
+    pub rto_at_ns: u64,
+    /// Sum over stalls of the time from their first timeout to the next ACK that carried an
+    /// RTT sample (new data acknowledged): the part of each stall after the timer fired.
+    pub rto_recovery_ns: u64,
 }
 
 #[repr(C)]
@@ -442,7 +450,7 @@ mod layout_tests {
         assert_eq!(size_of::<TracepointOffsets>(), 22);
         assert_eq!(size_of::<Config>(), 136);
         assert_eq!(size_of::<FlowTuple>(), 40);
-        assert_eq!(size_of::<FlowStats>(), 176);
+        assert_eq!(size_of::<FlowStats>(), 192);
         assert_eq!(size_of::<EventHeader>(), 16);
         assert_eq!(size_of::<RttSampleEvent>(), 88);
         assert_eq!(size_of::<RetransmitEvent>(), 72);

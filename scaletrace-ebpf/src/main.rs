@@ -16,9 +16,9 @@
 use aya_ebpf::{
     bindings::{
         BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB, BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB,
-        BPF_SOCK_OPS_RETRANS_CB, BPF_SOCK_OPS_RETRANS_CB_FLAG, BPF_SOCK_OPS_RTT_CB,
-        BPF_SOCK_OPS_RTT_CB_FLAG, BPF_SOCK_OPS_STATE_CB, BPF_SOCK_OPS_STATE_CB_FLAG,
-        BPF_SOCK_OPS_TCP_CONNECT_CB,
+        BPF_SOCK_OPS_RETRANS_CB, BPF_SOCK_OPS_RETRANS_CB_FLAG, BPF_SOCK_OPS_RTO_CB,
+        BPF_SOCK_OPS_RTO_CB_FLAG, BPF_SOCK_OPS_RTT_CB, BPF_SOCK_OPS_RTT_CB_FLAG,
+        BPF_SOCK_OPS_STATE_CB, BPF_SOCK_OPS_STATE_CB_FLAG, BPF_SOCK_OPS_TCP_CONNECT_CB,
     },
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_netns_cookie,
@@ -116,14 +116,26 @@ fn port_matches(tuple: &FlowTuple) -> bool {
     in_range(tuple.local_port) || in_range(tuple.remote_port)
 }
 
+/// `::ffff:a.b.c.d`: how a dual-stack (AF_INET6) socket holds an IPv4 address.
+#[inline(always)]
+fn is_v4_mapped(addr: &[u8; 16]) -> bool {
+    addr[..10].iter().all(|b| *b == 0) && addr[10] == 0xff && addr[11] == 0xff
+}
+
 #[inline(always)]
 fn addr_in_cidr(family: u16, addr: &[u8; 16]) -> bool {
-    if family != cfg!(cidr_family) {
+    // An IPv4 CIDR also matches IPv4 peers of dual-stack sockets (PyTorch's TCPStore and many
+    // servers listen on `::`): their last four bytes are the IPv4 address.
+    let offset = if family == cfg!(cidr_family) {
+        0
+    } else if family == AF_INET6 && cfg!(cidr_family) == AF_INET && is_v4_mapped(addr) {
+        12
+    } else {
         return false;
-    }
+    };
     let bits = cfg!(cidr_prefix_len) as usize;
     let mut i = 0;
-    while i < 16 {
+    while i + offset < 16 {
         let start = i * 8;
         if start >= bits {
             break;
@@ -133,7 +145,7 @@ fn addr_in_cidr(family: u16, addr: &[u8; 16]) -> bool {
         } else {
             0xffu8 << (8 - (bits - start))
         };
-        if (addr[i] ^ cfg!(cidr_addr[i])) & mask != 0 {
+        if (addr[i + offset] ^ cfg!(cidr_addr[i])) & mask != 0 {
             return false;
         }
         i += 1;
@@ -235,6 +247,7 @@ fn handle_sockops(ctx: &SockOpsContext) -> Result<(), i64> {
         BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB => start_flow(ctx, DIRECTION_PASSIVE, true),
         BPF_SOCK_OPS_RTT_CB => on_rtt(ctx),
         BPF_SOCK_OPS_RETRANS_CB => on_retransmit(ctx),
+        BPF_SOCK_OPS_RTO_CB => on_rto(ctx),
         BPF_SOCK_OPS_STATE_CB => {
             if ctx.arg(1) == TCP_CLOSE {
                 end_flow(ctx)
@@ -297,7 +310,8 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, first_look: bool) -> Result<(
     let flags = ctx.cb_flags()
         | BPF_SOCK_OPS_RTT_CB_FLAG
         | BPF_SOCK_OPS_STATE_CB_FLAG
-        | BPF_SOCK_OPS_RETRANS_CB_FLAG;
+        | BPF_SOCK_OPS_RETRANS_CB_FLAG
+        | BPF_SOCK_OPS_RTO_CB_FLAG;
     ctx.set_cb_flags(flags as i32).map_err(|e| e as i64)
 }
 
@@ -339,6 +353,11 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
     }
 
     let now = unsafe { bpf_ktime_get_ns() };
+    // An RTT sample means new data was acknowledged: a timeout stall is over.
+    if flow.rto_at_ns != 0 {
+        flow.rto_recovery_ns += now.saturating_sub(flow.rto_at_ns);
+        flow.rto_at_ns = 0;
+    }
     if flow.last_sample_ns != 0 && now - flow.last_sample_ns < cfg!(rtt_sample_interval_ns) {
         count(STAT_RATE_LIMITED + EVENT_RTT_SAMPLE);
         return Ok(());
@@ -380,6 +399,20 @@ fn on_retransmit(ctx: &SockOpsContext) -> Result<(), i64> {
     let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
     if let Some(flow) = FLOWS.get_ptr_mut(cookie) {
         unsafe { (*flow).retrans_events += 1 };
+    }
+    Ok(())
+}
+
+#[inline(always)]
+fn on_rto(ctx: &SockOpsContext) -> Result<(), i64> {
+    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+    if let Some(flow) = FLOWS.get_ptr_mut(cookie) {
+        let flow = unsafe { &mut *flow };
+        flow.rto_count += 1;
+        // a timeout that repeats (backoff) continues the same stall
+        if flow.rto_at_ns == 0 {
+            flow.rto_at_ns = unsafe { bpf_ktime_get_ns() };
+        }
     }
     Ok(())
 }

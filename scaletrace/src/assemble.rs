@@ -90,6 +90,14 @@ impl Assembler {
             data_segs_in: s.data_segs_in,
             total_retrans: s.total_retrans,
             retransmit_events: s.retrans_events,
+            rto_count: s.rto_count,
+            // a stall still open at the end counts up to the flow's end (or the recording's)
+            rto_recovery_ns: s.rto_recovery_ns
+                + if s.rto_at_ns != 0 {
+                    end_mono.saturating_sub(s.rto_at_ns)
+                } else {
+                    0
+                },
             rtt_updates: s.rtt_count,
             srtt_min_us: has_rtt.then_some(s.srtt_min_us),
             srtt_mean_us: has_rtt.then(|| s.srtt_sum_us as f64 / s.rtt_count as f64),

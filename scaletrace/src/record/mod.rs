@@ -119,6 +119,11 @@ pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
     let mut signals = Signals {
         sigint: signal(SignalKind::interrupt()).context("installing SIGINT handler")?,
         sigterm: signal(SignalKind::terminate()).context("installing SIGTERM handler")?,
+        // a closed ssh session sends HUP: end the run as for Ctrl-C, with every file finished
+        sighup: signal(SignalKind::hangup()).context("installing SIGHUP handler")?,
+        // USR1/USR2 kill by default and mean nothing here: a stray `kill -USR1` loses no data
+        sigusr1: signal(SignalKind::user_defined1()).context("installing SIGUSR1 handler")?,
+        sigusr2: signal(SignalKind::user_defined2()).context("installing SIGUSR2 handler")?,
     };
 
     // Create the output first: a bad --out must fail before anything is attached.
@@ -305,6 +310,9 @@ async fn next_tick(timer: &mut Option<tokio::time::Interval>) {
 struct Signals {
     sigint: tokio::signal::unix::Signal,
     sigterm: tokio::signal::unix::Signal,
+    sighup: tokio::signal::unix::Signal,
+    sigusr1: tokio::signal::unix::Signal,
+    sigusr2: tokio::signal::unix::Signal,
 }
 
 async fn event_loop(
@@ -352,6 +360,9 @@ async fn event_loop(
             }
             _ = signals.sigint.recv() => break "SIGINT",
             _ = signals.sigterm.recv() => break "SIGTERM",
+            _ = signals.sighup.recv() => break "SIGHUP",
+            _ = signals.sigusr1.recv() => log::warn!("SIGUSR1 ignored (SIGINT or SIGTERM end the run)"),
+            _ = signals.sigusr2.recv() => log::warn!("SIGUSR2 ignored (SIGINT or SIGTERM end the run)"),
             _ = &mut deadline => break "duration reached",
         }
     };
