@@ -4,11 +4,17 @@ all-reduces per step), the PyTorch profiler writing a Kineto Chrome trace per ra
 rank's own step times as ground truth.
 
     python3 tests/ddp_train.py --rank 0 --world-size 4 --master-addr 10.203.1.1 \
-        --steps 60 --trace-dir TRACES --truth-dir TRUTH [--slow-rank 2 --slow-ms 40]
+        --steps 60 --trace-dir TRACES --truth-dir TRUTH [--slow-rank 2 --slow-ms 40] \
+        [--fault-from-step 30 --fault-flag RUN/fault-now]
 
 Ground truth (TRUTH/rank<R>.json): rank, world size, host name, and for every step its wall
 start and end in UTC nanoseconds (time.time_ns()), the steps the profiler recorded, and the
 planted slowness if any. A step is forward + loss + backward (the DDP all-reduces) + optimizer.
+
+A fault can start mid-run (`--fault-from-step N`), so that the steps before it are the same run's
+healthy baseline: the slow rank starts its extra work at step N, and rank 0 creates the
+`--fault-flag` file as step N starts, for the lab to plant a network fault then (without waiting
+for it: the job never pauses for the lab).
 """
 import argparse
 import datetime
@@ -41,6 +47,10 @@ def parse_args(argv=None):
     p.add_argument("--slow-ms", type=float, default=0.0, help="milliseconds of extra work per step")
     p.add_argument("--slow-mode", choices=("busy", "sleep"), default="busy",
                    help="busy: CPU work (a slow data loader computing); sleep: waiting (slow storage)")
+    p.add_argument("--fault-from-step", type=int, default=0,
+                   help="the first step with the planted fault (0: every step)")
+    p.add_argument("--fault-flag", default=None,
+                   help="rank 0 creates this file as step --fault-from-step starts (the lab plants the fault)")
     p.add_argument("--timeout-s", type=float, default=180.0, help="collective and rendezvous timeout")
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
@@ -98,11 +108,14 @@ def main(argv=None):
     with prof:
         for step in range(args.steps):
             start = time.time_ns()
+            if step == args.fault_from_step and args.fault_flag and args.rank == 0:
+                with open(args.fault_flag, "w") as f:
+                    f.write(f"{step} {start}\n")
             x = torch.randn(args.batch, 64, generator=gen)
             y = torch.randint(0, 10, (args.batch,), generator=gen)
             out = model(x)
             loss = loss_fn(out, y)
-            if slow:
+            if slow and step >= args.fault_from_step:
                 with torch.profiler.record_function("slow_rank_extra_work"):
                     extra_work(args.slow_ms, args.slow_mode)
             opt.zero_grad(set_to_none=True)
@@ -124,6 +137,7 @@ def main(argv=None):
         "model": {"hidden": args.hidden, "layers": args.layers, "params": params,
                   "grad_bytes": params * 4, "bucket_cap_mb": args.bucket_cap_mb, "batch": args.batch},
         "slow": {"rank": args.slow_rank, "ms": args.slow_ms, "mode": args.slow_mode} if args.slow_rank is not None else None,
+        "fault_from_step": args.fault_from_step,
         "init_start_ns": t_init,
         "ready_ns": t_ready,
         "done_ns": t_done,

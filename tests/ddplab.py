@@ -274,10 +274,15 @@ class DDPLab:
         return proc
 
     def run_job(self, run_dir, steps=60, hidden=512, layers=4, batch=32, bucket_cap_mb=1.0, slow_rank=None,
-                slow_ms=0.0, slow_mode="busy", record=True, analyze=True, timeout=600, log=print):
+                slow_ms=0.0, slow_mode="busy", fault_from_step=0, plant=None, record=True, analyze=True,
+                timeout=600, log=print):
+        """Runs one job. A fault starts at step `fault_from_step` (0: before the job): the slow
+        rank's extra work, and `plant(lab)` (e.g. `lambda lab: lab.loss(2, 0.02)`) called as that
+        step starts on rank 0, so the steps before it are the run's own healthy baseline."""
         return Run(self, run_dir, dict(steps=steps, hidden=hidden, layers=layers, batch=batch,
                                        bucket_cap_mb=bucket_cap_mb, slow_rank=slow_rank, slow_ms=slow_ms,
-                                       slow_mode=slow_mode), record, analyze, timeout, log)
+                                       slow_mode=slow_mode, fault_from_step=fault_from_step),
+                   record, analyze, timeout, log, plant)
 
     def close(self):
         for proc in self._procs:
@@ -338,14 +343,24 @@ class Recorder:
 class Run:
     """One job on the lab: recorders, ranks, imports, analyze; its ground truth and results."""
 
-    def __init__(self, lab, run_dir, job, record, analyze, timeout, log):
+    def __init__(self, lab, run_dir, job, record, analyze, timeout, log, plant=None):
         self.lab, self.dir, self.job = lab, os.path.abspath(run_dir), job
+        self.fault_flag = os.path.join(self.dir, "fault-now")
+        self.fault_planted_ns = None
+        self._plant = plant
+        if plant and job["fault_from_step"] == 0:
+            plant(lab)
+            self._plant = None
+            self.fault_planted_ns = 0
         self.fleet = os.path.join(self.dir, "fleet")
         self.kineto = os.path.join(self.dir, "kineto")
         self.truth_dir = os.path.join(self.dir, "truth")
         self.logs = os.path.join(self.dir, "logs")
         for d in (self.fleet, self.kineto, self.truth_dir, self.logs):
             os.makedirs(d, exist_ok=True)
+        if os.path.exists(self.fault_flag):
+            os.unlink(self.fault_flag)
+        self._faults_before = len(lab.faults)
         self.faults = list(lab.faults)
         if job["slow_rank"] is not None:
             r = job["slow_rank"]
@@ -368,6 +383,10 @@ class Run:
             log(f"ddplab: training {lab.world_size} ranks on {lab.nodes} nodes, faults {self.faults or 'none'}")
             self._train(timeout)
             self.timings["job_s"] = time.time() - t1
+            # faults planted mid-run join the list, with the step they started at
+            self.faults += lab.faults[self._faults_before:]
+            for f in self.faults:
+                f["from_step"] = job["fault_from_step"]
             log(f"ddplab: job done in {self.timings['job_s']:.0f} s")
         finally:
             codes = [rec.stop() for rec in recorders]
@@ -412,12 +431,18 @@ class Run:
             if job["slow_rank"] is not None:
                 argv += ["--slow-rank", str(job["slow_rank"]), "--slow-ms", str(job["slow_ms"]),
                          "--slow-mode", job["slow_mode"]]
+            argv += ["--fault-from-step", str(job["fault_from_step"]), "--fault-flag", self.fault_flag]
             env = dict(os.environ, GLOO_SOCKET_IFNAME="eth0", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
             out = open(os.path.join(self.logs, f"rank{r}.log"), "w")
             procs.append(lab.popen(lab.in_node(k, argv), stdout=out, stderr=subprocess.STDOUT, env=env))
             out.close()
         deadline = time.time() + timeout
         while True:
+            if self._plant and os.path.exists(self.fault_flag):
+                # rank 0 started the fault's first step: plant it now (the job does not wait)
+                self._plant(lab)
+                self._plant = None
+                self.fault_planted_ns = time.time_ns()
             codes = [p.poll() for p in procs]
             if all(c == 0 for c in codes):
                 return
@@ -432,7 +457,7 @@ class Run:
                     tail = f.read()[-3000:]
                 why = f"rank {r} exited {codes[r]}" if failed else f"timed out after {timeout}s"
                 raise RuntimeError(f"training job failed: {why}:\n{tail}")
-            time.sleep(0.2)
+            time.sleep(0.005 if self._plant else 0.2)
 
     def _read_truth(self, r):
         with open(os.path.join(self.truth_dir, f"rank{r}.json")) as f:
@@ -452,11 +477,33 @@ class Run:
         """Job time lost against a clean run's median step: sum over steps of (step - clean)."""
         return sum(s - clean_median for s in self.step_times(skip))
 
+    def healthy_and_faulted(self, skip=3):
+        """A fault that started mid-run splits the steps (from `skip` on): those before it, the
+        run's own healthy baseline, and those from it on. None when it started before the job
+        or too early to leave 5 healthy steps."""
+        n = self.job["fault_from_step"]
+        times = self.step_times(0)
+        if n < skip + 5 or n >= len(times):
+            return None
+        return times[skip:n], times[n:]
+
+    def time_lost_in_run(self, skip=3):
+        """Job time lost against the same run's healthy steps: sum over the faulted steps of
+        (step - median healthy step). Unlike a separate clean run, this baseline ran under the
+        same machine load."""
+        split = self.healthy_and_faulted(skip)
+        if split is None:
+            return None
+        healthy, faulted = split
+        base = statistics.median(healthy)
+        return sum(s - base for s in faulted)
+
     def summary(self):
         return {"dir": self.dir, "nodes": self.lab.nodes, "ranks_per_node": self.lab.ranks_per_node,
                 "world_size": self.lab.world_size, "mode": self.lab.mode, "ips": self.lab.ips,
                 "hosts": [self.lab.hostname(k) for k in range(self.lab.nodes)], "job": self.job,
                 "faults": self.faults, "dropped_packets": self.dropped, "timings": self.timings,
+                "fault_planted_ns": self.fault_planted_ns, "time_lost_in_run_s": self.time_lost_in_run(),
                 "median_step_s": self.median_step(), "step_times_s": self.step_times(),
                 "findings": self.findings}
 
@@ -473,21 +520,26 @@ def main(argv=None):
     p.add_argument("--loss", metavar="NODE:PROB[:DIR]")
     p.add_argument("--rate", metavar="NODE:RATE[:DIR]")
     p.add_argument("--slow", metavar="RANK:MS")
+    p.add_argument("--from-step", type=int, default=0, help="the step the fault starts at (0: before the job)")
     p.add_argument("--no-record", action="store_true")
     a = p.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    with DDPLab(a.nodes, a.ranks_per_node) as lab:
+
+    def plant(lab):
         if a.loss:
             node, prob, *d = a.loss.split(":")
             lab.loss(int(node), float(prob), *d)
         if a.rate:
             node, rate, *d = a.rate.split(":")
             lab.rate_limit(int(node), rate, *d)
+
+    with DDPLab(a.nodes, a.ranks_per_node) as lab:
         slow_rank, slow_ms = (int(a.slow.split(":")[0]), float(a.slow.split(":")[1])) if a.slow else (None, 0)
         run = lab.run_job(a.out, steps=a.steps, hidden=a.hidden, layers=a.layers, slow_rank=slow_rank,
-                          slow_ms=slow_ms, record=not a.no_record)
+                          slow_ms=slow_ms, fault_from_step=a.from_step, plant=plant, record=not a.no_record)
         s = run.summary()
-        print(json.dumps({k: s[k] for k in ("faults", "dropped_packets", "timings", "median_step_s")}, indent=1))
+        print(json.dumps({k: s[k] for k in ("faults", "dropped_packets", "timings", "median_step_s",
+                                            "time_lost_in_run_s")}, indent=1))
         for f in (run.findings or [])[:5]:
             print(f.get("category"), f.get("scope"), f.get("host"), f.get("rank"), f.get("subject"), "|", f.get("summary"))
 

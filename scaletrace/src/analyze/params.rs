@@ -3,7 +3,7 @@
 use anyhow::{bail, Result};
 
 /// (name, default, meaning)
-const DEFAULTS: [(&str, f64, &str); 28] = [
+const DEFAULTS: [(&str, f64, &str); 31] = [
     (
         "degraded_rtt_inflation",
         2.0,
@@ -125,13 +125,28 @@ const DEFAULTS: [(&str, f64, &str); 28] = [
         "a slow step is blamed on the network with at least this many retransmits during it",
     ),
     (
+        "min_step_queued_samples",
+        3.0,
+        "... else on queueing with this many RTT samples queued above the fleet's usual on one node",
+    ),
+    (
+        "min_healthy_iterations",
+        5.0,
+        "time lost is priced against the healthy step time when this many iterations are healthy ...",
+    ),
+    (
+        "min_healthy_share",
+        0.2,
+        "... and this share of all (else it is the evidence's own duration)",
+    ),
+    (
         "min_culprit_steps",
         3.0,
         "a culprit must have slowed at least this many steps",
     ),
     (
         "min_lost_s",
-        0.5,
+        0.2,
         "... cost the job at least this many seconds",
     ),
     (
@@ -165,8 +180,9 @@ impl Params {
             let Some((name, value)) = o.split_once('=') else {
                 bail!("--set {o}: expected NAME=VALUE");
             };
-            let Ok(value) = value.trim().parse::<f64>() else {
-                bail!("--set {o}: {value} is not a number");
+            // 1e400 parses as infinity: a threshold must be a finite number
+            let Some(value) = value.trim().parse::<f64>().ok().filter(|v| v.is_finite()) else {
+                bail!("--set {o}: {value} is not a finite number");
             };
             match values.iter_mut().find(|(n, _)| *n == name.trim()) {
                 Some(slot) => slot.1 = value,
@@ -218,7 +234,11 @@ mod tests {
         assert!(sql.contains("2.0::DOUBLE AS degraded_rtt_inflation"));
         let e = Params::new(Duration::from_secs(1), &["nope=1".into()]).unwrap_err();
         assert!(e.to_string().contains("unknown threshold"), "{e}");
-        assert!(Params::new(Duration::from_secs(1), &["min_retransmits=x".into()]).is_err());
+        for bad in ["x", "nan", "inf", "-inf", "1e400", ""] {
+            let e = Params::new(Duration::from_secs(1), &[format!("min_retransmits={bad}")])
+                .unwrap_err();
+            assert!(e.to_string().contains("not a finite number"), "{bad}: {e}");
+        }
         assert!(Params::new(Duration::from_micros(10), &[]).is_err());
     }
 }

@@ -19,7 +19,7 @@ SELECT f.host, f.flow_id, f.local_addr, f.local_port, f.remote_addr, f.remote_po
        coalesce(i.name, f.local_addr) AS local_iface,
        f.host || ' ' || f.local_addr || ':' || f.local_port || ' -> ' || f.remote_addr || ':' || f.remote_port AS flow_label,
        f.start, f."end", f.duration_ns, f.bytes_sent, f.bytes_received, f.data_segs_out,
-       f.total_retrans, f.pid, f.comm
+       f.total_retrans, f.rto_count, f.rto_recovery_ns, f.pid, f.comm
 FROM flows f
 LEFT JOIN (SELECT host, addr, any_value(name) AS name FROM interfaces GROUP BY ALL) i
        ON i.host = f.host AND i.addr = f.local_addr;
@@ -110,6 +110,7 @@ SELECT f.host, f.flow_id, f.flow_label, f.local_iface, f.remote_addr,
        f.data_segs_out,
        greatest(coalesce(f.total_retrans, 0), coalesce(w.retrans_events, 0)) / nullif(f.data_segs_out, 0) AS retrans_ratio,
        greatest(coalesce(f.total_retrans, 0), coalesce(w.retrans_events, 0)) / nullif(f.duration_ns / 1e9, 0) AS retrans_per_s,
+       f.rto_count, f.rto_recovery_ns / 1e9 AS rto_recovery_s,
        w.windows, w.windows_with_retrans, w.max_in_window,
        -- peak window against the flow's average window: 1 = evenly spread, large = one burst
        w.max_in_window / nullif(w.retrans_events / w.windows, 0) AS burstiness,
@@ -176,22 +177,34 @@ WITH fw AS (
 g AS (
     SELECT 'peer' AS scope, remote_addr AS subject, * FROM fw
     UNION ALL
-    SELECT 'interface', host || '/' || local_iface, * FROM fw)
-SELECT scope, subject, w, any_value(window_start) AS window_start,
-       -- by latency: bursty training traffic has windows of low throughput (a job starting,
-       -- stopping, computing) on every flow at once, which is not contention
-       count(*) AS flows, count(*) FILTER (WHERE rtt_degraded) AS degraded_flows,
-       avg(rtt_inflation) FILTER (WHERE degraded) AS degraded_rtt_inflation,
-       avg(throughput_ratio) FILTER (WHERE degraded) AS degraded_throughput_ratio
-FROM g GROUP BY ALL;
+    SELECT 'interface', host || '/' || local_iface, * FROM fw),
+-- every flow of the capture in the window: a busy CPU (or a job starting and stopping)
+-- inflates the RTT of all flows at once, which is no one NIC's or peer's contention
+fleet AS (SELECT w, count(*) AS flows, count(*) FILTER (WHERE rtt_degraded) AS degraded_flows FROM fw GROUP BY w),
+gw AS (
+    SELECT scope, subject, w, any_value(window_start) AS window_start,
+           -- by latency: bursty training traffic has windows of low throughput (a job starting,
+           -- stopping, computing) on every flow at once, which is not contention
+           count(*) AS flows, count(*) FILTER (WHERE rtt_degraded) AS degraded_flows,
+           avg(rtt_inflation) FILTER (WHERE degraded) AS degraded_rtt_inflation,
+           avg(throughput_ratio) FILTER (WHERE degraded) AS degraded_throughput_ratio
+    FROM g GROUP BY ALL)
+SELECT gw.*, fleet.flows - gw.flows AS other_flows, fleet.degraded_flows - gw.degraded_flows AS other_degraded_flows
+FROM gw JOIN fleet USING (w);
 
+-- A window counts when most of a group's flows degraded together and, in the rest of the
+-- capture, at most half as large a share of flows did: contention is local to a NIC or a peer.
 CREATE OR REPLACE VIEW st_contention AS
+WITH t AS (
+    SELECT *, degraded_flows >= 2 AND degraded_flows >= flows * 0.5
+              AND coalesce(other_degraded_flows / nullif(other_flows, 0), 0) <= 0.5 * degraded_flows / flows AS together
+    FROM st_group_window)
 SELECT scope, subject, max(flows) AS flows, count(*) AS windows,
-       count(*) FILTER (WHERE degraded_flows >= 2 AND degraded_flows >= flows * 0.5) AS together_windows,
-       avg(degraded_flows) FILTER (WHERE degraded_flows >= 2 AND degraded_flows >= flows * 0.5) AS together_flows,
+       count(*) FILTER (WHERE together) AS together_windows,
+       avg(degraded_flows) FILTER (WHERE together) AS together_flows,
        avg(degraded_rtt_inflation) FILTER (WHERE degraded_flows >= 2) AS rtt_inflation,
        avg(degraded_throughput_ratio) FILTER (WHERE degraded_flows >= 2) AS throughput_ratio
-FROM st_group_window GROUP BY scope, subject;
+FROM t GROUP BY scope, subject;
 
 ------------------------------------------------------------------------------------------
 -- 4. Synchronization amplification: collectives across ranks
@@ -627,29 +640,78 @@ SELECT source, collective, step,
 FROM (SELECT *, max(retransmits) OVER (PARTITION BY source, collective, step) AS top FROM ends)
 GROUP BY source, collective, step;
 
--- What each slow step cost and whom it is blamed on, as an interval of job time:
+-- RTT samples of the flows that carry data, with the node at each end and the queueing in each
+-- sample: its smoothed RTT above the path's windowed minimum.
+CREATE OR REPLACE VIEW st_rtt_ends AS
+WITH owner AS (SELECT DISTINCT host, local_addr AS addr FROM flows),
+f AS (
+    SELECT host, flow_id, any_value(local_addr) AS local_addr, any_value(remote_addr) AS remote_addr
+    FROM flows, st_params p
+    GROUP BY host, flow_id, p.min_flow_bytes
+    HAVING sum(coalesce(bytes_sent, 0) + coalesce(bytes_received, 0)) >= p.min_flow_bytes),
+-- per flow, not per sample: the node owning the remote address (else the address itself)
+n AS (
+    SELECT f.*, coalesce((SELECT min(o.host) FROM owner o WHERE o.addr = f.remote_addr AND o.host <> f.host),
+                         f.remote_addr) AS remote_node
+    FROM f WHERE f.remote_addr <> f.local_addr)
+SELECT r.host, st_us(r.ts) AS ts_us, r.flow_id, n.remote_node,
+       r.srtt_us - coalesce(nullif(r.min_rtt_us, 0), r.srtt_us) AS queued_us
+FROM rtt r JOIN n USING (host, flow_id);
+
+-- The same for RTT samples queued well above the fleet's usual (`st_fleet_queueing`) during
+-- each slow step: a slow link (a rate limit, a congested port, a link that negotiated a lower
+-- speed) queues its own flows' packets and no others, without losing any. Counted for each end.
+CREATE OR REPLACE VIEW st_slow_step_queueing AS
+WITH x AS (SELECT * FROM st_collective_excess WHERE slow),
+ends AS (
+    SELECT x.source, x.collective, x.step, e.node, count(*) AS samples
+    FROM x JOIN st_rtt_ends r ON r.ts_us BETWEEN x.first_start_us AND x.last_end_us
+    CROSS JOIN st_fleet_queueing q
+    CROSS JOIN LATERAL (SELECT unnest([r.host, r.remote_node]) AS node) e
+    WHERE r.queued_us >= q.threshold_us
+    GROUP BY ALL)
+SELECT source, collective, step,
+       CASE WHEN count(*) FILTER (WHERE samples = top) = 2
+            THEN 'link ' || list_sort(list(node) FILTER (WHERE samples = top))[1] || ' - '
+                         || list_sort(list(node) FILTER (WHERE samples = top))[2]
+            ELSE arg_max(node, samples) END AS node,
+       max(samples) AS node_samples,
+       -- each sample was counted at both of its ends
+       sum(samples) // 2 AS samples
+FROM (SELECT *, max(samples) OVER (PARTITION BY source, collective, step) AS top FROM ends)
+GROUP BY source, collective, step;
+
+-- What each slow step cost and whom it is blamed on, as an interval of job time within its
+-- training iteration (ProfilerStep, when the trace has it):
 -- - a rank that arrived late by at least `min_excess_us` made every other rank wait from the
 --   first arrival to its own ([first_start, last_start]): a straggler;
 -- - the transfer after the last arrival that took longer than its healthy duration
 --   ([last_start + healthy transfer, last_end]) is blamed on the node at the end of most
---   retransmits during the step, or is unexplained without retransmits.
+--   retransmits during the step (network: loss); without retransmits, on the node at the end of
+--   most queued RTT samples (queueing: a slow or congested link); else it is unexplained.
 -- Intervals, not sums: collectives may run concurrently (gloo and NCCL use several streams or
 -- threads), and the same wait must not count twice.
 CREATE OR REPLACE VIEW st_slow_step_cause AS
 WITH x AS (SELECT * FROM st_collective_excess WHERE slow OR late)
-SELECT x.source, x.collective, x.step, 'straggler' AS cause,
+SELECT x.source, x.collective, x.step, x.iteration, 'straggler' AS cause,
        'rank ' || x.last_rank || ' (' || x.last_host || ')' AS culprit, x.last_host AS host, x.last_rank AS rank,
        x.first_start_us AS s, x.first_start_us + x.arrival_spread_us AS e, coalesce(t.retransmits, 0) AS retransmits,
-       x.arrival_spread_us AS lateness_us, x.base_us
+       NULL::BIGINT AS queued_samples, x.arrival_spread_us AS lateness_us, x.base_us
 FROM x LEFT JOIN st_slow_step_retransmits t USING (source, collective, step)
 WHERE x.late
 UNION ALL
-SELECT x.source, x.collective, x.step,
-       CASE WHEN t.retransmits >= p.min_step_retransmits THEN 'network' ELSE 'unexplained' END,
-       CASE WHEN t.retransmits >= p.min_step_retransmits THEN t.node ELSE 'unexplained' END,
-       CASE WHEN t.retransmits >= p.min_step_retransmits AND t.node NOT LIKE 'link %' THEN t.node END, NULL,
-       x.last_end_us - x.transfer_excess_us, x.last_end_us, coalesce(t.retransmits, 0), NULL, x.base_us
-FROM x LEFT JOIN st_slow_step_retransmits t USING (source, collective, step), st_params p
+SELECT x.source, x.collective, x.step, x.iteration, w.cause,
+       CASE w.cause WHEN 'network' THEN t.node WHEN 'queueing' THEN q.node ELSE 'unexplained' END,
+       CASE WHEN w.cause = 'network' AND t.node NOT LIKE 'link %' THEN t.node
+            WHEN w.cause = 'queueing' AND q.node NOT LIKE 'link %' THEN q.node END, NULL,
+       x.last_end_us - x.transfer_excess_us, x.last_end_us, coalesce(t.retransmits, 0), q.samples, NULL, x.base_us
+FROM x LEFT JOIN st_slow_step_retransmits t USING (source, collective, step)
+LEFT JOIN st_slow_step_queueing q USING (source, collective, step)
+CROSS JOIN st_params p
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN coalesce(t.retransmits, 0) >= p.min_step_retransmits THEN 'network'
+                WHEN coalesce(q.node_samples, 0) >= p.min_step_queued_samples THEN 'queueing'
+                ELSE 'unexplained' END AS cause) w
 WHERE x.slow;
 
 -- Each rank's own time per training step: the step less its time in collectives (which
@@ -668,39 +730,123 @@ SELECT (max(last_end_us) - min(first_start_us)) / 1e6 AS traced_s, count(*) AS s
        count(DISTINCT iteration) AS iterations
 FROM st_collective_excess;
 
--- One row per culprit: the job time it cost (the union of its intervals: every rank waits for a
--- collective, so this is wall time of the whole job), its evidence, and its share of all time
--- lost.
-CREATE OR REPLACE VIEW st_slowdown AS
-WITH m AS (
-    SELECT *, max(e) OVER (PARTITION BY cause, culprit ORDER BY s, e
+-- A link named on a tie between its two ends and a node at one of its ends named in other
+-- steps (its retransmits or queueing on more than that one link) are one fault: the node's own
+-- link. The link's steps join the node when the node was blamed in at least
+-- `min_culprit_steps` steps (the end blamed in more steps, if both were).
+CREATE OR REPLACE VIEW st_slow_step_blame AS
+WITH n AS (
+    SELECT cause, culprit, count(*) AS steps FROM st_slow_step_cause, st_params p
+    WHERE cause IN ('network', 'queueing') AND culprit NOT LIKE 'link %'
+    GROUP BY cause, culprit, p.min_culprit_steps HAVING count(*) >= p.min_culprit_steps),
+l AS (
+    SELECT DISTINCT cause, culprit, string_split(substr(culprit, 6), ' - ') AS ends
+    FROM st_slow_step_cause WHERE cause IN ('network', 'queueing') AND culprit LIKE 'link %'),
+m AS (
+    SELECT l.cause, l.culprit, arg_max(n.culprit, n.steps) AS node
+    FROM l JOIN n ON n.cause = l.cause AND list_contains(l.ends, n.culprit) GROUP BY ALL)
+SELECT c.* REPLACE (coalesce(m.node, c.culprit) AS culprit, coalesce(m.node, c.host) AS host)
+FROM st_slow_step_cause c LEFT JOIN m USING (cause, culprit);
+
+-- Each rank's own time in each iteration against the median of the other ranks' in the same
+-- iteration.
+CREATE OR REPLACE VIEW st_rank_iteration_own AS
+WITH r AS (SELECT host, rank, step AS iteration, step_us - comm_us AS own_us FROM st_rank_step)
+SELECT r.*, r.own_us - (SELECT median(r2.own_us) FROM r r2 WHERE r2.iteration = r.iteration AND r2.rank <> r.rank) AS extra_own_us
+FROM r;
+
+-- Each culprit's evidence per training iteration: the union of its intervals (job time in
+-- which every rank waited because of it). A rank's lateness counts in an iteration only when
+-- it did more of its own work in it (at least `min_excess_us` and half its lateness more than
+-- the other ranks): on a busy host the ranks take turns arriving last by a few ms, and such
+-- iterations are healthy.
+CREATE OR REPLACE VIEW st_culprit_iteration AS
+WITH c AS (
+    SELECT c.* FROM st_slow_step_blame c CROSS JOIN st_params p
+    LEFT JOIN st_rank_iteration_own o
+      ON c.cause = 'straggler' AND o.host = c.host AND o.rank = c.rank AND o.iteration = c.iteration
+    WHERE c.cause <> 'straggler' OR o.extra_own_us IS NULL
+       OR o.extra_own_us >= greatest(p.min_excess_us, 0.5 * c.lateness_us)),
+m AS (
+    SELECT *, max(e) OVER (PARTITION BY cause, culprit, iteration ORDER BY s, e
                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM st_slow_step_cause),
+    FROM c),
 u AS (
-    SELECT cause, culprit, s, e,
+    SELECT cause, culprit, iteration, s, e,
            sum(CASE WHEN prev_end >= s THEN 0 ELSE 1 END)
-             OVER (PARTITION BY cause, culprit ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
-    FROM m),
-lost AS (
-    SELECT cause, culprit, sum(e - s) / 1e6 AS time_lost_s
-    FROM (SELECT cause, culprit, island, min(s) AS s, max(e) AS e FROM u GROUP BY ALL) GROUP BY ALL),
+             OVER (PARTITION BY cause, culprit, iteration ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
+    FROM m)
+SELECT cause, culprit, iteration, sum(e - s) AS evidence_us
+FROM (SELECT cause, culprit, iteration, island, min(s) AS s, max(e) AS e FROM u GROUP BY ALL)
+GROUP BY ALL;
+
+-- One row per culprit: its evidence, and whether it stands out enough to be blamed.
+CREATE OR REPLACE VIEW st_culprit AS
+WITH ev AS (SELECT cause, culprit, sum(evidence_us) / 1e6 AS evidence_s FROM st_culprit_iteration GROUP BY ALL),
 c AS (
     SELECT cause, culprit, any_value(host) AS host, any_value(rank) AS rank,
-           count(*) AS slow_steps, sum(retransmits) AS retransmits,
+           count(*) AS slow_steps, sum(retransmits) AS retransmits, sum(queued_samples) AS queued_samples,
            median(e - s) / 1e3 AS median_excess_ms, median(lateness_us) / 1e3 AS median_lateness_ms,
            median(base_us) / 1e3 AS median_base_ms, string_agg(DISTINCT collective, ', ') AS collectives
-    FROM st_slow_step_cause GROUP BY cause, culprit)
-SELECT c.*, lost.time_lost_s, j.traced_s, j.steps, lost.time_lost_s / nullif(j.traced_s, 0) AS lost_fraction,
-       lost.time_lost_s / nullif(sum(lost.time_lost_s) OVER (PARTITION BY c.cause), 0) AS share_of_cause,
+    FROM st_slow_step_blame GROUP BY cause, culprit)
+SELECT c.*, ev.evidence_s,
+       ev.evidence_s / nullif(sum(ev.evidence_s) OVER (PARTITION BY c.cause), 0) AS share_of_cause,
        o.extra_own_us / 1e3 AS extra_own_ms,
-       -- a straggler is one rank that did more of its own work than the others; without
-       -- ProfilerStep to tell, it must at least hold most of the lateness
-       CASE WHEN c.cause <> 'straggler' THEN true
-            WHEN o.extra_own_us IS NOT NULL THEN o.extra_own_us >= greatest(p.min_excess_us, 500 * c.median_lateness_ms)
-            ELSE lost.time_lost_s / nullif(sum(lost.time_lost_s) OVER (PARTITION BY c.cause), 0) >= 0.5 END AS evidenced
-FROM c JOIN lost USING (cause, culprit)
-CROSS JOIN st_job_span j CROSS JOIN st_params p
+       CASE WHEN c.cause = 'unexplained' THEN false
+            WHEN c.cause = 'network' THEN true
+            -- a straggler is one rank that did more of its own work than the others; without
+            -- ProfilerStep to tell, it must at least hold most of the lateness
+            WHEN c.cause = 'straggler' AND o.extra_own_us IS NOT NULL
+              THEN o.extra_own_us >= greatest(p.min_excess_us, 500 * c.median_lateness_ms)
+            -- queueing rises with any load; one node (or link) must hold most of it
+            ELSE ev.evidence_s / nullif(sum(ev.evidence_s) OVER (PARTITION BY c.cause), 0) >= 0.5 END AS evidenced
+FROM c JOIN ev USING (cause, culprit) CROSS JOIN st_params p
 LEFT JOIN st_rank_own_time o ON c.cause = 'straggler' AND o.host = c.host AND o.rank = c.rank;
+
+-- The job's step time per training iteration (ProfilerStep#N): the median over ranks, and
+-- whether any blamed culprit left evidence in it.
+CREATE OR REPLACE VIEW st_iteration AS
+SELECT s.step AS iteration, median(s.end_us - s.start_us) AS step_us, count(*) AS ranks,
+       EXISTS (SELECT 1 FROM st_culprit_iteration i JOIN st_culprit c USING (cause, culprit)
+               WHERE c.evidenced AND i.iteration = s.step) AS impaired
+FROM st_profiler_step s GROUP BY s.step;
+
+-- The healthy step time: the median iteration without a blamed culprit's evidence, when the
+-- job has enough of them (a fault that began mid-run, or one that strikes some steps only).
+CREATE OR REPLACE VIEW st_healthy_step AS
+SELECT median(step_us) FILTER (WHERE NOT impaired) AS healthy_step_us,
+       count(*) FILTER (WHERE NOT impaired) AS healthy_iterations, count(*) AS iterations,
+       count(*) FILTER (WHERE NOT impaired) >= greatest(p.min_healthy_iterations, p.min_healthy_share * count(*)) AS usable
+FROM st_iteration, st_params p
+GROUP BY p.min_healthy_iterations, p.min_healthy_share;
+
+-- What each culprit cost: every impaired iteration's step time above the healthy step time,
+-- shared among the culprits with evidence in it in proportion to their evidence. The step time
+-- is what the job lost, whatever the evidence's intervals add up to (a late rank's wait
+-- overlaps work the others would do anyway; a retransmit stall shows only part of a recovery).
+-- Without a usable healthy step time (a fault on every step, a trace without ProfilerStep) the
+-- cost is the evidence itself.
+CREATE OR REPLACE VIEW st_culprit_cost AS
+WITH b AS (
+    SELECT i.cause, i.culprit, i.iteration, i.evidence_us,
+           sum(i.evidence_us) OVER (PARTITION BY i.iteration) AS iteration_evidence_us
+    FROM st_culprit_iteration i JOIN st_culprit c USING (cause, culprit) WHERE c.evidenced)
+SELECT b.cause, b.culprit, count(*) AS iterations,
+       greatest(0, sum((t.step_us - h.healthy_step_us) * b.evidence_us / b.iteration_evidence_us)) / 1e6 AS step_excess_s,
+       avg(t.step_us) / 1e3 AS mean_step_ms, any_value(h.healthy_step_us) / 1e3 AS healthy_step_ms
+FROM b JOIN st_iteration t USING (iteration) CROSS JOIN st_healthy_step h
+WHERE h.usable
+GROUP BY b.cause, b.culprit;
+
+-- One row per culprit: the job time it cost, its evidence, and its share of all time lost.
+CREATE OR REPLACE VIEW st_slowdown AS
+SELECT c.*, coalesce(k.step_excess_s, c.evidence_s) AS time_lost_s,
+       CASE WHEN k.step_excess_s IS NOT NULL THEN 'step_time' ELSE 'evidence' END AS priced_by,
+       k.iterations AS impaired_iterations, k.mean_step_ms, k.healthy_step_ms,
+       j.traced_s, j.steps,
+       coalesce(k.step_excess_s, c.evidence_s) / nullif(j.traced_s, 0) AS lost_fraction
+FROM st_culprit c CROSS JOIN st_job_span j
+LEFT JOIN st_culprit_cost k USING (cause, culprit);
 
 ------------------------------------------------------------------------------------------
 -- Findings: every diagnosis above that crosses its threshold, ranked within its category
@@ -723,8 +869,11 @@ WITH f AS (
     WHERE retransmits >= p.min_retransmits AND (retrans_ratio >= p.min_retrans_ratio OR collapse_windows > 0)
     UNION ALL
     SELECT 'retransmits', 'flow', flow_label, host, NULL, retrans_ratio,
-           printf('flow %s: %d retransmits (%.3g%% of data segments, %.1f/s), burstiness %.1f, throughput collapsed in %d of %d windows with retransmits',
-                  flow_label, retransmits, 100 * retrans_ratio, retrans_per_s, coalesce(burstiness, 0), coalesce(collapse_windows, 0), coalesce(windows_with_retrans, 0))
+           printf('flow %s: %d retransmits (%.3g%% of data segments, %.1f/s)%s, burstiness %.1f, throughput collapsed in %d of %d windows with retransmits',
+                  flow_label, retransmits, 100 * retrans_ratio, retrans_per_s,
+                  CASE WHEN coalesce(rto_count, 0) > 0
+                       THEN printf('; %d retransmission timeouts, stalled %.2f s after them', rto_count, rto_recovery_s) ELSE '' END,
+                  coalesce(burstiness, 0), coalesce(collapse_windows, 0), coalesce(windows_with_retrans, 0))
     FROM st_retrans_flow, st_params p
     WHERE retransmits >= p.min_retransmits AND (retrans_ratio >= p.min_retrans_ratio OR collapse_windows > 0)
     UNION ALL
@@ -797,15 +946,21 @@ s AS (
            CASE WHEN cause = 'straggler' THEN 'rank' WHEN culprit LIKE 'link %' THEN 'link' ELSE 'node' END AS scope,
            culprit AS subject, host, rank, time_lost_s AS score, time_lost_s,
            CASE cause
-             WHEN 'network' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced) in %d slow %s steps (transfers a median %.0f ms over a healthy %.0f ms) with %d retransmits on %s during them: every rank waits for the slowest link (synchronization amplification)',
-                                        culprit, time_lost_s, 100 * lost_fraction, traced_s, slow_steps, collectives, median_excess_ms, median_base_ms, retransmits,
+             WHEN 'network' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d slow %s steps (transfers a median %.0f ms over a healthy %.0f ms) with %d retransmits on %s during them: every rank waits for the slowest link (synchronization amplification)',
+                                        culprit, time_lost_s, 100 * lost_fraction, traced_s, priced, slow_steps, collectives, median_excess_ms, median_base_ms, retransmits,
                                         CASE WHEN culprit LIKE 'link %' THEN 'that link' ELSE 'the links of ' || culprit END)
-             WHEN 'straggler' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced) in %d %s steps where this rank arrived last, %.0f ms late (median): the other ranks waited for it%s',
-                                          culprit, time_lost_s, 100 * lost_fraction, traced_s, slow_steps, collectives, median_lateness_ms,
+             WHEN 'queueing' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d slow %s steps (transfers a median %.0f ms over a healthy %.0f ms) without retransmits, while %d RTT samples on %s queued above the fleet''s usual: a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for',
+                                         culprit, time_lost_s, 100 * lost_fraction, traced_s, priced, slow_steps, collectives, median_excess_ms, median_base_ms, queued_samples,
+                                         CASE WHEN culprit LIKE 'link %' THEN 'that link' ELSE 'the links of ' || culprit END)
+             WHEN 'straggler' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d %s steps where this rank arrived last, %.0f ms late (median): the other ranks waited for it%s',
+                                          culprit, time_lost_s, 100 * lost_fraction, traced_s, priced, slow_steps, collectives, median_lateness_ms,
                                           CASE WHEN extra_own_ms IS NULL THEN ''
                                                ELSE printf('; it spends %.0f ms more per training step outside collectives than the other ranks (median)', extra_own_ms) END)
              END AS summary
-    FROM st_slowdown, st_params p
+    FROM (SELECT *, CASE WHEN priced_by = 'step_time'
+                         THEN printf(': %d training steps took %.0f ms on average instead of a healthy %.0f ms',
+                                     impaired_iterations, mean_step_ms, healthy_step_ms)
+                         ELSE '' END AS priced FROM st_slowdown), st_params p
     -- Slow steps nobody can be blamed for stay in st_slowdown (cause 'unexplained'): on a busy
     -- host transfers vary by tens of percent, and a finding without a culprit is not one.
     WHERE evidenced AND cause <> 'unexplained' AND slow_steps >= p.min_culprit_steps
