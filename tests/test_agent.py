@@ -305,3 +305,98 @@ def test_links_planted_in_the_spool_are_never_written_through(net, tmp_path):
     assert "table=flows is a symbolic link" in proc.stderr, proc.stderr
     assert list(elsewhere.iterdir()) == [], "files written through the planted table directory"
     assert (spool2 / "table=flows").is_symlink()
+
+
+def test_a_second_agent_on_the_same_spool_refuses_and_the_first_loses_nothing(net, tmp_path):
+    """Two agents on one spool: the second's start-up cleanup removed the first's open files
+    before. Now it refuses with one line naming the holder, and the first runs on untouched."""
+    spool = tmp_path / "spool"
+    traffic = Traffic(net, 4)
+    first = Agent(spool, "--rotate-interval", "300ms")
+    time.sleep(1)
+    second = subprocess.run([BIN, "agent", "--out", str(spool), "--no-gpu", "--port", str(PORT), "--duration", "2s"],
+                            capture_output=True, text=True, timeout=60)
+    assert second.returncode != 0
+    assert f"already using the spool {spool}" in second.stderr and f"pid {first.proc.pid}" in second.stderr, second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1, second.stderr
+    time.sleep(1)
+    assert first.stop() == 0, first.stderr
+    traffic.connections()
+    assert not [f for d, _, fs in os.walk(spool) for f in fs if f.endswith(".partial")]
+    # every capture row's files are there: the flows it claims can be read back
+    con = duckdb.connect()
+    rows = con.execute(f"SELECT count(*) FROM read_parquet('{spool}/table=flows/**/*.parquet')").fetchall()[0][0]
+    assert rows > 0
+    # once the first is gone, an agent starts on the same spool again (the lock died with it)
+    again = subprocess.run([BIN, "agent", "--out", str(spool), "--no-gpu", "--port", str(PORT), "--duration", "1s"],
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+
+
+STORE = textwrap.dedent("""
+    # A store that refuses every request with a multi-line XML body (deny), or that accepts
+    # connections and never answers (hang).
+    import socket, sys, threading
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(('127.0.0.1', 0)); s.listen(64); print(s.getsockname()[1], flush=True)
+    body = b'<?xml version="1.0" encoding="UTF-8"?>\\n<Error>\\n  <Code>AccessDenied</Code>\\n  <Message>Access Denied</Message>\\n</Error>\\n'
+    def serve(c):
+        if sys.argv[1] == 'hang':
+            while c.recv(1 << 16): pass
+            return
+        c.recv(1 << 16)
+        c.sendall(b'HTTP/1.1 403 Forbidden\\r\\nContent-Type: application/xml\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n' % len(body) + body)
+        c.close()
+    while True:
+        c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+""")
+
+
+def fake_store(mode):
+    proc = subprocess.Popen([sys.executable, "-c", STORE, mode], stdout=subprocess.PIPE, text=True)
+    return proc, int(proc.stdout.readline())
+
+
+def test_store_errors_are_one_line_and_hide_the_endpoint_password(net, tmp_path):
+    store, port = fake_store("deny")
+    try:
+        spool = tmp_path / "spool"
+        endpoint = f"http://admin:s3cr3t@127.0.0.1:{port}"
+        agent = Agent(spool, "--rotate-interval", "300ms", "--upload", "s3://fleet/x", "--s3-endpoint", endpoint,
+                      "--drain-timeout", "1s", env=S3_ENV)
+        time.sleep(3)
+        status = (spool / "status.json").read_text()
+        assert agent.stop() == 0, agent.stderr
+    finally:
+        store.kill()
+    last_error = json.loads(status)["last_upload_error"]
+    assert "AccessDenied" in last_error or "403" in last_error, last_error
+    for text in (status, agent.stderr, (spool / "scaletrace.prom").read_text()):
+        assert "s3cr3t" not in text and "admin:" not in text
+    assert "\n" not in last_error
+    upload_lines = [l for l in agent.stderr.splitlines() if "upload to" in l]
+    assert upload_lines and all("<Code>" not in l or "</Error>" in l for l in upload_lines), agent.stderr
+
+
+def test_a_second_signal_ends_the_drain_to_an_unreachable_store_at_once(net, tmp_path):
+    store, port = fake_store("hang")
+    try:
+        spool = tmp_path / "spool"
+        agent = Agent(spool, "--rotate-interval", "300ms", "--upload", "s3://fleet/x",
+                      "--s3-endpoint", f"http://127.0.0.1:{port}", "--drain-timeout", "5m", env=S3_ENV)
+        time.sleep(2)
+        agent.proc.send_signal(signal.SIGTERM)
+        time.sleep(2)  # now draining: every upload hangs
+        assert agent.proc.poll() is None, "the drain to a store that never answers ended by itself"
+        t0 = time.monotonic()
+        rc = agent.stop(signal.SIGTERM)
+        waited = time.monotonic() - t0
+    finally:
+        store.kill()
+    assert rc == 0, agent.stderr
+    assert waited < 10, f"the second SIGTERM took {waited:.1f} s to end the drain"
+    assert "second SIGTERM" in agent.stderr, agent.stderr
+    left = parquet_files(spool)
+    assert left, "nothing left in the spool, yet nothing could be uploaded"
+    assert f"{len(left)} files left in the spool" in agent.stderr, agent.stderr
+    assert not [f for d, _, fs in os.walk(spool) for f in fs if f.endswith(".partial")]

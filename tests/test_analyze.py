@@ -170,6 +170,39 @@ def test_bad_input_is_one_line_and_nonzero(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+def test_paths_with_glob_characters_links_and_backslashes_are_read_as_paths(tmp_path):
+    """`run[1]` read `run1` before, `a[*]b` two directories, a linked node directory was dropped
+    and a backslash failed: each must read exactly the files under the path given."""
+    lossy = scenarios.generate(str(tmp_path / "run[1]"), ["loss_burst"])
+    scenarios.generate(str(tmp_path / "run1"), [])
+    scenarios.generate(str(tmp_path / "a[*]b"), [])
+    scenarios.generate(str(tmp_path / "aXb"), [])
+
+    def header_and_losses(path):
+        out = tmp_path / "f.json"
+        proc = analyze(path, "--no-report", "--json", str(out))
+        found = json.loads(out.read_text())
+        return proc.stderr.splitlines()[0], [f for f in found if f["category"] == "loss_burst"]
+
+    header, losses = header_and_losses(lossy)
+    files = sum(len(fs) for _, _, fs in os.walk(lossy))
+    assert f": {files} files," in header and losses, header
+    header, _ = header_and_losses(str(tmp_path / "a[*]b"))
+    one = sum(len(fs) for _, _, fs in os.walk(tmp_path / "a[*]b"))
+    assert f": {one} files," in header, header
+    # a fleet whose node directories are links to where each node's files really are
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    for node in os.listdir(lossy):
+        os.symlink(os.path.join(lossy, node), linked / node)
+    header, losses = header_and_losses(str(linked))
+    assert f": {files} files," in header and losses, header
+    backslash = tmp_path / "back\\slash"
+    shutil.copytree(lossy, backslash)
+    header, losses = header_and_losses(str(backslash))
+    assert f": {files} files," in header and losses, header
+
+
 def test_recorded_loss_hot_spot_is_found(tmp_path):
     """Real capture: two peers, one behind 3 % random loss; analyze names the lossy peer."""
     clean, lossy = NetPair(), NetPair()

@@ -251,6 +251,56 @@ def test_full_ring_buffer_is_counted_and_loses_no_flow(net, tmp_path):
     assert f"{drops} events lost to a full ring buffer" in rec.stderr
 
 
+HOLDER = """
+import resource, socket, sys, time
+resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))
+host, port, held, short = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+if sys.argv[5] == 'serve':
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, port)); s.listen(4096); print('ready', flush=True)
+    conns = []
+    s.settimeout(60)
+    while len(conns) < held + short:
+        c, _ = s.accept(); conns.append(c)
+    time.sleep(3)
+    sys.exit(0)
+open_ = []
+for _ in range(held):
+    c = socket.create_connection((host, port)); c.sendall(b'x'); open_.append(c)
+# while every slot of the table is taken: short connections
+for _ in range(short):
+    c = socket.create_connection((host, port)); c.sendall(b'y'); c.close()
+time.sleep(1)
+for c in open_:
+    c.close()
+print('done', flush=True)
+"""
+
+
+def test_a_full_flow_table_counts_each_untracked_connection_once_and_says_so(net, tmp_path):
+    """70,000 connections against a 65,536-flow table lost 6,464 flows silently before (counted
+    twice in capture, 8,520 warnings on stderr, nothing in the summary). Scaled down with
+    --max-flows: every connection is either a flow or counted once as untracked."""
+    held, short, limit, port = 1100, 60, 1024, 5331
+    rec = Recorder(tmp_path, "--netns", net.a, "--port", str(port), "--max-flows", str(limit), rtt_interval="0s")
+    server = subprocess.Popen(["ip", "netns", "exec", net.b, sys.executable, "-c", HOLDER, net.b_ip, str(port),
+                               str(held), str(short), "serve"], stdout=subprocess.PIPE, text=True)
+    assert server.stdout.readline().strip() == "ready"
+    client = net.run(net.a, sys.executable, "-c", HOLDER, net.b_ip, str(port), str(held), str(short), "client",
+                     timeout=120)
+    assert client.stdout.strip() == "done", client.stderr
+    server.wait(timeout=60)
+    assert rec.stop() == 0, rec.stderr
+    flows = rec.query(f"SELECT count(*) FROM flows WHERE remote_port = {port}")[0][0]
+    untracked = rec.query("SELECT flows_untracked_map_full FROM capture")[0][0]
+    assert flows == limit, flows
+    assert flows + untracked == held + short, (flows, untracked)
+    warnings = [l for l in rec.stderr.splitlines() if "flow table is full" in l]
+    assert len(warnings) == 1 and "--max-flows" in warnings[0], rec.stderr
+    assert f"{untracked} connections not tracked" in rec.stderr.strip().splitlines()[-1], rec.stderr
+    assert len(rec.stderr.splitlines()) < 20, "a line per lost flow"
+
+
 def test_ipv6_flow(net, tmp_path):
     a6, b6 = net.add_ipv6()
     rec = Recorder(tmp_path, "--netns", net.a, "--cidr", "fd00:5c::/64")

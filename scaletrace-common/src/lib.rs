@@ -26,11 +26,12 @@ pub const STAT_RING_FULL: u32 = EVENT_KINDS;
 pub const STAT_RATE_LIMITED: u32 = 2 * EVENT_KINDS;
 /// Flows that did not pass the filters (counted once per connection).
 pub const STAT_FILTERED_FLOWS: u32 = 3 * EVENT_KINDS;
-/// Flows that could not be tracked because the flow map was full.
+/// Connections that could not be tracked because the flow map was full (counted once each, when
+/// established).
 pub const STAT_FLOW_MAP_FULL: u32 = 3 * EVENT_KINDS + 1;
 pub const STAT_SLOTS: u32 = 3 * EVENT_KINDS + 2;
 
-/// Capacity of the in-kernel flow table.
+/// Default capacity of the in-kernel flow table (`record --max-flows` sets it at load time).
 pub const MAX_FLOWS: u32 = 65_536;
 
 /// Flow direction, from the sock_ops callback that opened it.

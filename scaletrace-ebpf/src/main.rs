@@ -29,7 +29,7 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext, SockOpsContext, TracePointContext},
     EbpfContext,
 };
-use aya_log_ebpf::{debug, warn};
+use aya_log_ebpf::debug;
 use scaletrace_common::*;
 
 const TCP_CLOSE: u32 = 7;
@@ -291,11 +291,13 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, first_look: bool) -> Result<(
     stats.srtt_min_us = u32::MAX;
     stats.direction = direction;
     if FLOWS.insert(cookie, &*stats, 0).is_err() {
-        count(STAT_FLOW_MAP_FULL);
-        warn!(
-            ctx,
-            "flow table full ({} flows): not tracking port {}", MAX_FLOWS, tuple.remote_port
-        );
+        // An active open comes here at connect() and again once established (where it is
+        // retried): count it at the second look only, so each connection counts once. The
+        // loader warns once and names the flag that raises the limit; a warning per connection
+        // here flooded the log.
+        if ctx.op() != BPF_SOCK_OPS_TCP_CONNECT_CB {
+            count(STAT_FLOW_MAP_FULL);
+        }
         return Ok(());
     }
     debug!(

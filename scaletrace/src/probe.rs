@@ -110,6 +110,7 @@ fn tracepoint_offsets(
 pub fn load_and_attach(
     mut config: Config,
     ring_bytes: u32,
+    max_flows: u32,
     tracefs_root: &Path,
     cgroup: &Path,
 ) -> Result<Capture> {
@@ -129,6 +130,8 @@ pub fn load_and_attach(
         .override_global("CONFIG", &config, true)
         .override_global("AYA_LOG_LEVEL", &ebpf_log_level, false)
         .map_max_entries("EVENTS", ring_bytes)
+        .map_max_entries("FLOWS", max_flows)
+        .map_max_entries("TRACKED", max_flows)
         .load(EBPF_OBJECT)
         .context("loading the eBPF object into the kernel failed")?;
 

@@ -18,6 +18,8 @@ pub struct Health {
     pub events_total: u64,
     pub events_per_s: f64,
     pub ring_drops_total: u64,
+    /// Connections not tracked because the kernel flow table was full (`--max-flows`).
+    pub flows_untracked_total: u64,
     pub decode_errors_total: u64,
     pub flows_total: u64,
     pub rtt_samples_total: u64,
@@ -63,7 +65,7 @@ impl Health {
     /// Prometheus text exposition: counters end in `_total`, the rest are gauges.
     pub fn prometheus(&self) -> String {
         let labels = format!("host=\"{}\"", self.host.replace(['"', '\\'], "_"));
-        let metrics: [(&str, &str, f64, &str); 16] = [
+        let metrics: [(&str, &str, f64, &str); 17] = [
             (
                 "scaletrace_uptime_seconds",
                 "gauge",
@@ -87,6 +89,12 @@ impl Health {
                 "counter",
                 self.ring_drops_total as f64,
                 "Events lost because the ring buffer was full.",
+            ),
+            (
+                "scaletrace_flows_untracked_total",
+                "counter",
+                self.flows_untracked_total as f64,
+                "Connections not tracked because the kernel flow table was full (raise --max-flows).",
             ),
             (
                 "scaletrace_decode_errors_total",
@@ -194,7 +202,8 @@ mod tests {
             "# TYPE scaletrace_events_total counter\nscaletrace_events_total{host=\"n1\"} 42\n"
         ));
         assert!(text.contains("scaletrace_last_upload_timestamp_seconds{host=\"n1\"} 1796248800\n"));
-        assert_eq!(text.matches("# HELP").count(), 16);
+        assert_eq!(text.matches("# HELP").count(), 17);
+        assert!(text.contains("scaletrace_flows_untracked_total{host=\"n1\"} 0\n"));
         let d = tempfile::tempdir().unwrap();
         h.write(d.path()).unwrap();
         let v: serde_json::Value =

@@ -71,6 +71,8 @@ pub struct AgentRun {
     pub settings: AgentSettings,
     pub spool: spool::SpoolConfig,
     pub leftovers_removed: u64,
+    /// Held until the run ends: no second agent touches this host's spool meanwhile.
+    pub spool_lock: spool::SpoolLock,
 }
 
 pub fn run(args: AgentArgs) -> Result<()> {
@@ -87,6 +89,7 @@ pub fn run(args: AgentArgs) -> Result<()> {
         .transpose()?;
     // the same name `record` files this node's data under
     let host = crate::node::NodeIdentity::current().hostname;
+    let spool_lock = spool::lock(&out, &host)?;
     let leftovers_removed = spool::remove_leftovers(&out, &host);
     if leftovers_removed > 0 {
         log::warn!(
@@ -120,6 +123,7 @@ pub fn run(args: AgentArgs) -> Result<()> {
             max_age: args.retain_max_age,
         },
         leftovers_removed,
+        spool_lock,
     };
     crate::record::run_with(args.record, Some(agent))
 }

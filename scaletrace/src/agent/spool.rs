@@ -56,6 +56,58 @@ fn ours<'a>(
         })
 }
 
+/// An exclusive claim on this host's part of a spool, held for the agent's life: a second agent
+/// started on the same spool would otherwise remove the first one's open files as leftovers of a
+/// crash and evict its completed ones. The kernel drops the lock when the process dies, however
+/// it dies, so a stale lock file never blocks a restart.
+pub struct SpoolLock {
+    _file: std::fs::File,
+}
+
+/// Takes the spool lock (`.scaletrace-agent.<host>.lock` in `root`), or says which process
+/// holds it.
+pub fn lock(root: &Path, host: &str) -> Result<SpoolLock> {
+    use std::{
+        io::{Read as _, Seek as _, Write as _},
+        os::unix::fs::OpenOptionsExt as _,
+    };
+    let path = root.join(format!(
+        ".scaletrace-agent.{}.lock",
+        crate::layout::partition_value(host)
+    ));
+    // O_NOFOLLOW: as root, a link planted at this name must not be opened (and truncated below).
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .with_context(|| format!("opening the spool lock {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            bail!(
+                "another scaletrace agent{} is already using the spool {} for host {host}: stop it or give this one another --out",
+                if holder.is_empty() { String::new() } else { format!(" (pid {holder})") },
+                root.display()
+            );
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("locking {}", path.display()))
+        }
+    }
+    // The holder's pid, for the message above; the lock is what counts, not this content.
+    file.set_len(0)?;
+    file.rewind()?;
+    writeln!(file, "{}", std::process::id())?;
+    Ok(SpoolLock { _file: file })
+}
+
 /// Removes this host's `part-*.parquet.partial` files (a killed run's open interval: without a
 /// footer they cannot be read) and returns how many there were.
 pub fn remove_leftovers(root: &Path, host: &str) -> u64 {
@@ -182,15 +234,54 @@ pub fn s3_target(url: &str, endpoint: Option<&str>) -> Result<Target> {
         .with_retry(retry)
         .with_client_options(options)
         .build()
-        .with_context(|| format!("--upload {url}"))?;
+        // The builder's error may quote the endpoint, password and all.
+        .map_err(|e| anyhow::anyhow!(one_line_redacted(&format!("--upload {url}: {e}"))))?;
     Ok(Target {
         store: Arc::new(store),
         prefix,
         description: format!(
             "s3://{bucket}{}",
-            endpoint.map(|e| format!(" at {e}")).unwrap_or_default()
+            endpoint
+                .map(|e| format!(" at {}", redact_userinfo(&e)))
+                .unwrap_or_default()
         ),
     })
+}
+
+/// Most characters of a store error kept for the log and `status.json`.
+const ERROR_CHARS: usize = 300;
+
+/// A store error as one line for a log and a world-readable `status.json`: the store's body
+/// (multi-line XML) folded onto one line and cut, passwords in URLs replaced.
+pub fn one_line_redacted(msg: &str) -> String {
+    let folded = msg.split_whitespace().collect::<Vec<_>>().join(" ");
+    let redacted = redact_userinfo(&folded);
+    match redacted.char_indices().nth(ERROR_CHARS) {
+        Some((cut, _)) => format!("{}...", &redacted[..cut]),
+        None => redacted,
+    }
+}
+
+/// `scheme://user:password@host` -> `scheme://***@host`, wherever a URL appears in `text`.
+fn redact_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let authority_end = tail
+            .find(|c: char| c == '/' || c == '?' || c == '#' || c.is_whitespace())
+            .unwrap_or(tail.len());
+        match tail[..authority_end].rfind('@') {
+            Some(userinfo_end) => {
+                out.push_str("***");
+                rest = &tail[userinfo_end..];
+            }
+            None => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 pub struct SpoolConfig {
@@ -290,7 +381,7 @@ async fn pass(cfg: &SpoolConfig, stats: &SpoolStats) -> bool {
             Err(e) => {
                 stats.upload_failures.fetch_add(1, Ordering::Relaxed);
                 // The store's errors repeat their chain; the context and the root cause suffice.
-                let msg = format!("{e}: {}", e.root_cause());
+                let msg = one_line_redacted(&format!("{e}: {}", e.root_cause()));
                 let mut last = stats.last_error.lock().unwrap();
                 if last.is_none() {
                     log::warn!(
@@ -311,6 +402,8 @@ pub struct Spool {
     stop: Arc<AtomicBool>,
     /// How long the last pass may keep retrying after `stop` (set by `finish`).
     drain_ns: Arc<AtomicU64>,
+    /// Ends the worker at once, even mid-upload (a second SIGTERM/SIGINT during the drain).
+    abort: Arc<tokio::sync::Notify>,
     thread: std::thread::JoinHandle<()>,
     pub stats: Arc<SpoolStats>,
 }
@@ -324,11 +417,13 @@ impl Spool {
             .enable_all()
             .build()
             .context("starting the upload runtime")?;
-        let (stop2, stats2, drain2) = (stop.clone(), stats.clone(), drain_ns.clone());
+        let abort = Arc::new(tokio::sync::Notify::new());
+        let (stop2, stats2, drain2, abort2) =
+            (stop.clone(), stats.clone(), drain_ns.clone(), abort.clone());
         let thread = std::thread::Builder::new()
             .name("spool".into())
             .spawn(move || {
-                runtime.block_on(async {
+                let work = async {
                     let mut backoff = Duration::from_secs(1);
                     while !stop2.load(Ordering::Relaxed) {
                         let wait = if pass(&cfg, &stats2).await {
@@ -352,15 +447,37 @@ impl Spool {
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(Duration::from_secs(10));
                     }
-                })
+                };
+                // `abort` cancels an upload in flight too: dropping its future closes the request.
+                runtime.block_on(async {
+                    tokio::select! {
+                        _ = work => {}
+                        _ = abort2.notified() => {
+                            log::warn!("upload stopped by a second signal: what was not uploaded stays in the spool");
+                        }
+                    }
+                });
+                // The counts the last health files report: a pass cut short (or one that began
+                // before the last files were closed) saw an older spool.
+                let left = completed(&cfg.root, &cfg.host);
+                stats2.spool_files.store(left.len() as u64, Ordering::Relaxed);
+                stats2
+                    .spool_bytes
+                    .store(left.iter().map(|f| f.bytes).sum(), Ordering::Relaxed);
             })
             .context("starting the spool thread")?;
         Ok(Spool {
             stop,
             drain_ns,
+            abort,
             thread,
             stats,
         })
+    }
+
+    /// What `finish`'s drain can be cut short with: `notify_one` ends it at once.
+    pub fn abort_handle(&self) -> Arc<tokio::sync::Notify> {
+        self.abort.clone()
     }
 
     /// Stops after trying, for up to `drain`, to upload what is left.
@@ -386,6 +503,31 @@ mod tests {
         assert_eq!(parse_s3_url("s3://b").unwrap(), ("b".into(), "".into()));
         assert!(parse_s3_url("http://b").is_err());
         assert!(parse_s3_url("s3:///x").is_err());
+    }
+
+    #[test]
+    fn store_errors_are_one_line_without_passwords() {
+        let xml = "uploading x: Error { status: 403, body: \"<?xml version=\\\"1.0\\\"?>\n<Error>\n  <Code>AccessDenied</Code>\n</Error>\" } url http://admin:s3cr3t@minio:9000/fleet/x";
+        let line = one_line_redacted(xml);
+        assert!(
+            !line.contains('\n') && !line.contains("s3cr3t") && !line.contains("admin"),
+            "{line}"
+        );
+        assert!(
+            line.contains("<Code>AccessDenied</Code>")
+                && line.contains("http://***@minio:9000/fleet/x"),
+            "{line}"
+        );
+        assert_eq!(
+            redact_userinfo("s3://b at https://h:9000"),
+            "s3://b at https://h:9000"
+        );
+        assert_eq!(
+            redact_userinfo("https://u@h/p and ftp://a:b@c"),
+            "https://***@h/p and ftp://***@c"
+        );
+        let long = "x".repeat(1000);
+        assert_eq!(one_line_redacted(&long).chars().count(), ERROR_CHARS + 3);
     }
 
     #[test]

@@ -262,7 +262,7 @@ pub fn prepare(
 /// whole tree several times took 28 s by itself; `analyze` and `merge` compute each once, right
 /// after its definition, into a temporary table behind the same name, so the views after it
 /// bind against the table. `scaletrace sql` prints the same script (`--views-only`: without).
-const MATERIALIZED: [&str; 12] = [
+const MATERIALIZED: [&str; 13] = [
     "st_event",
     "st_rank_trace",
     "st_collective_op",
@@ -270,6 +270,7 @@ const MATERIALIZED: [&str; 12] = [
     "st_lane_interval",
     "st_flow_window",
     "st_collective_excess",
+    "st_step_queueing",
     "st_slow_step_cause",
     "st_culprit_iteration",
     "st_culprit",

@@ -3,7 +3,7 @@
 use anyhow::{bail, Result};
 
 /// (name, default, meaning)
-const DEFAULTS: [(&str, f64, &str); 31] = [
+const DEFAULTS: [(&str, f64, &str); 32] = [
     (
         "degraded_rtt_inflation",
         2.0,
@@ -128,6 +128,11 @@ const DEFAULTS: [(&str, f64, &str); 31] = [
         "min_step_queued_samples",
         3.0,
         "... else on queueing with this many RTT samples queued above the fleet's usual on one node",
+    ),
+    (
+        "min_persistent_share",
+        0.5,
+        "a slow link from the first step: the most queued node in this share of all collective steps and of the queued ones",
     ),
     (
         "min_healthy_iterations",

@@ -49,12 +49,34 @@ fn is_parquet(p: &Path) -> bool {
     p.extension().is_some_and(|e| e == "parquet")
 }
 
+/// `path` as a DuckDB glob that matches only itself: DuckDB globs every file name it is given,
+/// so a directory called `run[1]` would otherwise read `run1`. A character class holding one
+/// character is the escape DuckDB's matcher understands (a backslash is not one).
+fn escape_glob(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        match c {
+            '*' | '?' | '[' => {
+                out.push('[');
+                out.push(c);
+                out.push(']');
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
 /// Where each table's files are under `paths` (directories, Parquet files or glob patterns).
+/// A path that exists is a path even when its name holds glob characters.
 pub fn discover(paths: &[String]) -> Result<Sources> {
     let tables = catalog();
     let mut sources = Sources::default();
     for arg in paths {
-        if is_glob(arg) {
+        let path = PathBuf::from(arg);
+        if path.exists() {
+            add_path(&path, &tables, &mut sources)?;
+        } else if is_glob(arg) {
             let matches = glob::glob(arg).with_context(|| format!("bad glob pattern {arg}"))?;
             let mut any = false;
             for m in matches.filter_map(|m| m.ok()) {
@@ -65,11 +87,7 @@ pub fn discover(paths: &[String]) -> Result<Sources> {
                 bail!("{arg}: the pattern matches nothing");
             }
         } else {
-            let path = PathBuf::from(arg);
-            if !path.exists() {
-                bail!("{arg}: no such file or directory");
-            }
-            add_path(&path, &tables, &mut sources)?;
+            bail!("{arg}: no such file or directory");
         }
     }
     if sources.total_files() == 0 {
@@ -81,6 +99,22 @@ pub fn discover(paths: &[String]) -> Result<Sources> {
     Ok(sources)
 }
 
+/// A file DuckDB can be told to read by name: as it is, or escaped where it holds glob
+/// characters. DuckDB cannot glob through a backslash and reads such a name only as it is, so
+/// a name with both is refused rather than read wrongly.
+fn literal_file(file: &Path) -> Result<String> {
+    let name = file.display().to_string();
+    if !is_glob(&name) {
+        return Ok(name);
+    }
+    if name.contains('\\') {
+        bail!(
+            "{name}: DuckDB cannot read a path holding both a backslash and glob characters (*, ?, [): rename or link it"
+        );
+    }
+    Ok(escape_glob(&name))
+}
+
 fn add_path(path: &Path, tables: &[TableInfo], sources: &mut Sources) -> Result<()> {
     if path.is_file() {
         if let Some(t) = table_of(path, tables).filter(|_| is_parquet(path)) {
@@ -88,25 +122,47 @@ fn add_path(path: &Path, tables: &[TableInfo], sources: &mut Sources) -> Result<
                 .patterns
                 .entry(t.name)
                 .or_default()
-                .insert(path.display().to_string());
+                .insert(literal_file(path)?);
             *sources.files.entry(t.name).or_default() += 1;
         }
         return Ok(());
     }
     let root = path.display().to_string();
     let root = root.trim_end_matches('/');
+    // DuckDB's `**` neither follows links to directories nor matches through a backslash: below
+    // such a root, name every file (the view then misses files that arrive later; a plain tree
+    // keeps its globs, which do not).
+    let mut found: Vec<(&'static str, PathBuf)> = Vec::new();
+    let mut through_link = false;
     for entry in walkdir::WalkDir::new(path).follow_links(true) {
         let entry = entry.with_context(|| format!("listing {}", path.display()))?;
+        if entry.depth() > 0 && entry.path_is_symlink() && entry.file_type().is_dir() {
+            through_link = true;
+        }
         let file = entry.path();
         if !entry.file_type().is_file() || !is_parquet(file) {
             continue;
         }
-        let Some(t) = table_of(file, tables) else {
-            continue;
+        if let Some(t) = table_of(file, tables) {
+            found.push((t.name, file.to_path_buf()));
+        }
+    }
+    let by_name = through_link
+        || found
+            .iter()
+            .any(|(_, f)| f.display().to_string().contains('\\'));
+    for (table, file) in found {
+        let pattern = if by_name {
+            literal_file(&file)?
+        } else {
+            pattern_for(
+                &escape_glob(root),
+                file.strip_prefix(path).unwrap_or(&file),
+                table,
+            )
         };
-        let pattern = pattern_for(root, file.strip_prefix(path).unwrap_or(file), t.name);
-        sources.patterns.entry(t.name).or_default().insert(pattern);
-        *sources.files.entry(t.name).or_default() += 1;
+        sources.patterns.entry(table).or_default().insert(pattern);
+        *sources.files.entry(table).or_default() += 1;
     }
     Ok(())
 }
@@ -125,7 +181,10 @@ fn pattern_for(root: &str, rel: &Path, table: &str) -> String {
         .unwrap_or_default();
     // DuckDB allows one `**` per pattern: spell out the path down to `table=NAME`.
     if let Some(at) = dirs.iter().position(|d| *d == hive) {
-        format!("{root}/{}/**/*.parquet", dirs[..=at].join("/"))
+        format!(
+            "{root}/{}/**/*.parquet",
+            escape_glob(&dirs[..=at].join("/"))
+        )
     } else if root.contains(&hive) {
         format!("{root}/**/*.parquet")
     } else if dirs.last().is_some_and(|d| d == table) {
@@ -234,6 +293,55 @@ mod tests {
         assert_eq!(
             p("/b/table=flows", "date=x/p.parquet"),
             "/b/table=flows/**/*.parquet"
+        );
+    }
+
+    #[test]
+    fn glob_characters_in_names_are_escaped() {
+        assert_eq!(escape_glob("/t/run[1]/a*b?"), "/t/run[[]1]/a[*]b[?]");
+        assert_eq!(
+            literal_file(Path::new("/t/a\\b/x.parquet")).unwrap(),
+            "/t/a\\b/x.parquet"
+        );
+        assert!(literal_file(Path::new("/t/a\\b[1]/x.parquet")).is_err());
+    }
+
+    #[test]
+    fn an_existing_path_with_glob_characters_is_a_path() {
+        let dir = tempfile::tempdir().unwrap();
+        for p in ["run[1]/n1/flows/a.parquet", "run1/n1/flows/b.parquet"] {
+            let f = dir.path().join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, b"").unwrap();
+        }
+        let r = dir.path().join("run[1]").display().to_string();
+        let s = discover(std::slice::from_ref(&r)).unwrap();
+        assert_eq!(s.files["flows"], 1);
+        assert_eq!(
+            s.patterns["flows"].iter().collect::<Vec<_>>(),
+            [&format!("{}/**/flows/*.parquet", escape_glob(&r))]
+        );
+    }
+
+    #[test]
+    fn files_below_a_linked_directory_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere/n2/flows");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("b.parquet"), b"").unwrap();
+        let fleet = dir.path().join("fleet");
+        std::fs::create_dir_all(fleet.join("n1/flows")).unwrap();
+        std::fs::write(fleet.join("n1/flows/a.parquet"), b"").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("elsewhere/n2"), fleet.join("n2")).unwrap();
+        let s = discover(&[fleet.display().to_string()]).unwrap();
+        assert_eq!(s.files["flows"], 2);
+        let names: Vec<_> = s.patterns["flows"].iter().cloned().collect();
+        assert_eq!(
+            names,
+            [
+                fleet.join("n1/flows/a.parquet").display().to_string(),
+                fleet.join("n2/flows/b.parquet").display().to_string()
+            ]
         );
     }
 

@@ -50,13 +50,15 @@ SELECT host, flow_id,
 FROM st_rtt_window, st_params p
 GROUP BY ALL;
 
--- The fleet's usual queueing: the median, over the flows that carry data, of each flow's median
--- RTT above its own base RTT. On a loaded host every flow's RTT rises with CPU scheduling; only
--- a path well above what the other paths see is queueing worth a finding.
+-- The fleet's usual queueing: the first quartile, over the flows that carry data, of each
+-- flow's median RTT above its own base RTT. On a loaded host every flow's RTT rises with CPU
+-- scheduling; only a path well above what the other paths see is queueing worth a finding.
+-- A quartile, not the median: in a full mesh one slow node's links are half the flows of four
+-- nodes and two thirds of three, and a median of them made its own queueing the usual.
 CREATE OR REPLACE VIEW st_fleet_queueing AS
 WITH l AS (SELECT host, flow_id, quantile_cont(srtt_us, 0.5) AS p50 FROM rtt GROUP BY ALL)
-SELECT coalesce(median(l.p50 - b.base_rtt_us), 0) AS queueing_us,
-       greatest(p.min_queueing_us, p.queueing_vs_fleet * coalesce(median(l.p50 - b.base_rtt_us), 0)) AS threshold_us
+SELECT coalesce(quantile_cont(l.p50 - b.base_rtt_us, 0.25), 0) AS queueing_us,
+       greatest(p.min_queueing_us, p.queueing_vs_fleet * coalesce(quantile_cont(l.p50 - b.base_rtt_us, 0.25), 0)) AS threshold_us
 FROM l JOIN st_flow_baseline b USING (host, flow_id) JOIN flows f USING (host, flow_id), st_params p
 WHERE coalesce(f.bytes_sent, 0) + coalesce(f.bytes_received, 0) >= p.min_flow_bytes
 GROUP BY p.min_queueing_us, p.queueing_vs_fleet;
@@ -658,19 +660,18 @@ SELECT r.host, st_us(r.ts) AS ts_us, r.flow_id, n.remote_node,
        r.srtt_us - coalesce(nullif(r.min_rtt_us, 0), r.srtt_us) AS queued_us
 FROM rtt r JOIN n USING (host, flow_id);
 
--- The same for RTT samples queued well above the fleet's usual (`st_fleet_queueing`) during
--- each slow step: a slow link (a rate limit, a congested port, a link that negotiated a lower
--- speed) queues its own flows' packets and no others, without losing any. Counted for each end.
-CREATE OR REPLACE VIEW st_slow_step_queueing AS
-WITH x AS (SELECT * FROM st_collective_excess WHERE slow),
-ends AS (
-    SELECT x.source, x.collective, x.step, e.node, count(*) AS samples
-    FROM x JOIN st_rtt_ends r ON r.ts_us BETWEEN x.first_start_us AND x.last_end_us
+-- RTT samples queued well above the fleet's usual (`st_fleet_queueing`) during each collective
+-- step: a slow link (a rate limit, a congested port, a link that negotiated a lower speed)
+-- queues its own flows' packets and no others, without losing any. Counted for each end.
+CREATE OR REPLACE VIEW st_step_queueing AS
+WITH ends AS (
+    SELECT x.source, x.collective, x.step, any_value(x.slow) AS slow, e.node, count(*) AS samples
+    FROM st_collective_excess x JOIN st_rtt_ends r ON r.ts_us BETWEEN x.first_start_us AND x.last_end_us
     CROSS JOIN st_fleet_queueing q
     CROSS JOIN LATERAL (SELECT unnest([r.host, r.remote_node]) AS node) e
     WHERE r.queued_us >= q.threshold_us
-    GROUP BY ALL)
-SELECT source, collective, step,
+    GROUP BY x.source, x.collective, x.step, e.node)
+SELECT source, collective, step, any_value(slow) AS slow,
        CASE WHEN count(*) FILTER (WHERE samples = top) = 2
             THEN 'link ' || list_sort(list(node) FILTER (WHERE samples = top))[1] || ' - '
                          || list_sort(list(node) FILTER (WHERE samples = top))[2]
@@ -680,6 +681,27 @@ SELECT source, collective, step,
        sum(samples) // 2 AS samples
 FROM (SELECT *, max(samples) OVER (PARTITION BY source, collective, step) AS top FROM ends)
 GROUP BY source, collective, step;
+
+CREATE OR REPLACE VIEW st_slow_step_queueing AS
+SELECT source, collective, step, node, node_samples, samples FROM st_step_queueing WHERE slow;
+
+-- A slow link present from the job's first step leaves no healthy step to compare with: every
+-- transfer is slow alike and none stands out in `st_collective_excess`. It still queues its
+-- own flows' packets, and no others, in step after step: a node (or link) that holds the most
+-- queued samples in at least `min_persistent_share` of all collective steps and of all such
+-- steps is a culprit whose cost cannot be priced from this job alone.
+CREATE OR REPLACE VIEW st_persistent_queueing AS
+WITH t AS (SELECT count(*) AS steps FROM st_collective_excess),
+q AS (
+    SELECT node AS culprit, count(*) AS queued_steps, sum(node_samples) AS queued_samples,
+           string_agg(DISTINCT collective, ', ') AS collectives
+    FROM st_step_queueing, st_params p
+    WHERE node_samples >= p.min_step_queued_samples
+    GROUP BY node)
+SELECT q.*, t.steps, q.queued_steps / t.steps AS share_of_steps,
+       q.queued_steps / sum(q.queued_steps) OVER () AS share_of_queued_steps,
+       CASE WHEN q.culprit LIKE 'link %' THEN NULL ELSE q.culprit END AS host
+FROM q, t;
 
 -- What each slow step cost and whom it is blamed on, as an interval of job time within its
 -- training iteration (ProfilerStep, when the trace has it):
@@ -848,6 +870,35 @@ SELECT c.*, coalesce(k.step_excess_s, c.evidence_s) AS time_lost_s,
 FROM st_culprit c CROSS JOIN st_job_span j
 LEFT JOIN st_culprit_cost k USING (cause, culprit);
 
+-- What such a link cost when the job also ran without it (it came mid-run): the step time of
+-- the iterations in which it held the most queued samples, above the median of the iterations
+-- that neither it nor a verdict culprit impaired, when there are enough of those (as in
+-- `st_healthy_step`). From the first step on, there are not, and it stays unpriced.
+CREATE OR REPLACE VIEW st_persistent_cost AS
+WITH pc AS (
+    SELECT q.culprit FROM st_persistent_queueing q, st_params p
+    WHERE q.share_of_steps >= p.min_persistent_share AND q.share_of_queued_steps >= p.min_persistent_share),
+imp AS (
+    SELECT DISTINCT q.node AS culprit, x.iteration
+    FROM st_step_queueing q JOIN st_collective_excess x USING (source, collective, step) CROSS JOIN st_params p
+    WHERE q.node_samples >= p.min_step_queued_samples AND x.iteration IS NOT NULL),
+t AS (
+    SELECT pc.culprit, i.iteration, i.step_us,
+           i.iteration IN (SELECT iteration FROM imp WHERE imp.culprit = pc.culprit) AS queued,
+           i.impaired
+    FROM pc CROSS JOIN st_iteration i),
+h AS (
+    SELECT culprit, median(step_us) FILTER (WHERE NOT queued AND NOT impaired) AS healthy_step_us,
+           count(*) FILTER (WHERE NOT queued AND NOT impaired) AS healthy_iterations, count(*) AS iterations
+    FROM t GROUP BY culprit)
+SELECT h.culprit, h.healthy_step_us / 1e3 AS healthy_step_ms, h.healthy_iterations,
+       count(*) FILTER (WHERE t.queued) AS impaired_iterations,
+       avg(t.step_us) FILTER (WHERE t.queued) / 1e3 AS mean_step_ms,
+       greatest(0, sum(t.step_us - h.healthy_step_us) FILTER (WHERE t.queued)) / 1e6 AS time_lost_s
+FROM h JOIN t USING (culprit) CROSS JOIN st_params p
+WHERE h.healthy_iterations >= greatest(p.min_healthy_iterations, p.min_healthy_share * h.iterations)
+GROUP BY h.culprit, h.healthy_step_us, h.healthy_iterations;
+
 ------------------------------------------------------------------------------------------
 -- Findings: every diagnosis above that crosses its threshold, ranked within its category
 -- (score: higher is worse; comparable within a category only)
@@ -965,12 +1016,35 @@ s AS (
     -- host transfers vary by tens of percent, and a finding without a culprit is not one.
     WHERE evidenced AND cause <> 'unexplained' AND slow_steps >= p.min_culprit_steps
       AND time_lost_s >= p.min_lost_s AND lost_fraction >= p.min_lost_fraction),
+-- ... and a slow link that was there from the first step, which no step-time comparison shows
+-- (named, not priced), unless the verdict already priced it.
+pq AS (
+    SELECT 'slowdown' AS category, CASE WHEN q.culprit LIKE 'link %' THEN 'link' ELSE 'node' END AS scope,
+           q.culprit AS subject, q.host, NULL::BIGINT AS rank,
+           -- unpriced: ranked below every priced culprit of its scope
+           coalesce(k.time_lost_s, 0.0) AS score, k.time_lost_s,
+           CASE WHEN k.time_lost_s IS NULL
+             THEN printf('%s: its links queued packets above the fleet''s usual in %d of %d %s steps (%d RTT samples), slowing them evenly from the first traced step: a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for; time lost not estimated: too few steps ran without it (compare the step time with a run without it)',
+                         q.culprit, q.queued_steps, q.steps, q.collectives, q.queued_samples)
+             ELSE printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced): %d training steps took %.0f ms on average instead of a healthy %.0f ms, while its links queued packets above the fleet''s usual in %d of %d %s steps (%d RTT samples): a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for',
+                         q.culprit, k.time_lost_s, 100 * k.time_lost_s / nullif(j.traced_s, 0), j.traced_s, k.impaired_iterations,
+                         k.mean_step_ms, k.healthy_step_ms, q.queued_steps, q.steps, q.collectives, q.queued_samples) END AS summary
+    FROM st_persistent_queueing q CROSS JOIN st_params p CROSS JOIN st_job_span j
+    LEFT JOIN st_persistent_cost k USING (culprit)
+    WHERE q.share_of_steps >= p.min_persistent_share AND q.share_of_queued_steps >= p.min_persistent_share
+      AND NOT EXISTS (SELECT 1 FROM s WHERE s.subject = q.culprit)
+      -- priced, it must pass the verdict's floors like any culprit
+      AND (k.time_lost_s IS NULL
+           OR (k.time_lost_s >= p.min_lost_s AND k.time_lost_s >= p.min_lost_fraction * j.traced_s))),
 a AS (
     SELECT *, NULL::DOUBLE AS time_lost_s FROM f
     UNION ALL BY NAME
-    SELECT * FROM s)
+    SELECT * FROM s
+    UNION ALL BY NAME
+    SELECT * FROM pq)
 SELECT category, scope, row_number() OVER (PARTITION BY category, scope ORDER BY score DESC, subject) AS rank_in_scope,
        subject, host, rank, score, time_lost_s, summary
 FROM a
--- what cost the most time first: the verdict's culprits, then the evidence by category
-ORDER BY time_lost_s IS NULL, time_lost_s DESC, category, scope, rank_in_scope;
+-- the verdict first (what cost the most time first, then what could not be priced), then the
+-- evidence by category
+ORDER BY category <> 'slowdown', time_lost_s IS NULL, time_lost_s DESC, category, scope, rank_in_scope;

@@ -75,6 +75,13 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 8192, value_name = "KIB", value_parser = parse_ring_kib)]
     pub ring_buffer_kib: u32,
 
+    /// Most TCP connections tracked at once (the kernel flow table; 192 bytes each). Beyond it
+    /// new connections are not tracked; how many is counted in `capture`, the status files and
+    /// the summary, with a warning the first time.
+    #[arg(long, default_value_t = scaletrace_common::MAX_FLOWS, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1024..=4_194_304))]
+    pub max_flows: u32,
+
     /// GPU sampling interval (NVML), 10ms or more. GPUs are sampled when NVML finds any.
     #[arg(long, default_value = "100ms", value_parser = parse_gpu_interval)]
     pub gpu_interval: Duration,

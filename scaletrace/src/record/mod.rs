@@ -71,6 +71,10 @@ impl KernelCounters {
     pub fn ring_drops(&self) -> u64 {
         (1..EVENT_KINDS).map(|k| self.get(STAT_RING_FULL + k)).sum()
     }
+    /// Connections not tracked because the kernel flow table was full (once each).
+    pub fn untracked_flows(&self) -> u64 {
+        self.get(STAT_FLOW_MAP_FULL)
+    }
 }
 
 fn take_map(ebpf: &mut aya::Ebpf, name: &str) -> Result<aya::maps::Map> {
@@ -154,7 +158,13 @@ pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
     let probe::Capture {
         mut ebpf,
         mut hooks,
-    } = probe::load_and_attach(config, args.ring_buffer_kib * 1024, &tracefs_root, &cgroup)?;
+    } = probe::load_and_attach(
+        config,
+        args.ring_buffer_kib * 1024,
+        args.max_flows,
+        &tracefs_root,
+        &cgroup,
+    )?;
     for (family, explicit, lib_prefix, soname) in [
         (&probe::NCCL, &args.nccl_libs, "libnccl.so", "libnccl.so"),
         (
@@ -261,14 +271,14 @@ pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
         (Ok(_), Some(Err(e))) => Err(e.context("GPU sampling")),
         (finish, _) => finish,
     };
-    // The agent uploads what the run left in the spool before it exits.
-    let finish = match (finish, service) {
-        (Ok(summary), Some(s)) => Ok(format!("{summary}; {}", s.finish())),
-        (finish, Some(s)) => {
-            s.finish();
-            finish
+    // The agent uploads what the run left in the spool before it exits; a second signal ends
+    // that at once (an unreachable store must not hold a node's shutdown for --drain-timeout).
+    let finish = match service {
+        Some(s) => {
+            let uploaded = runtime.block_on(finish_service(s, &mut signals));
+            finish.map(|summary| format!("{summary}; {uploaded}"))
         }
-        (finish, None) => finish,
+        None => finish,
     };
     match (loop_result, finish) {
         (Err(e), _) => Err(e),
@@ -280,6 +290,24 @@ pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
         }
         (Ok(_), Err(e)) => Err(e),
     }
+}
+
+/// `Service::finish` on a blocking thread while this one listens for a second SIGINT, SIGTERM
+/// or SIGHUP, which cuts the upload short.
+async fn finish_service(service: Service, signals: &mut Signals) -> String {
+    let abort = service.abort_handle();
+    let mut finishing = tokio::task::spawn_blocking(move || service.finish());
+    let second = tokio::select! {
+        done = &mut finishing => return done.unwrap_or_else(|e| format!("upload worker failed: {e}")),
+        _ = signals.sigint.recv() => "SIGINT",
+        _ = signals.sigterm.recv() => "SIGTERM",
+        _ = signals.sighup.recv() => "SIGHUP",
+    };
+    log::warn!("second {second} during the upload of the last files: stopping it now");
+    abort.notify_one();
+    finishing
+        .await
+        .unwrap_or_else(|e| format!("upload worker failed: {e}"))
 }
 
 /// Diagnostics logged by the eBPF programs through aya-log.
@@ -337,6 +365,7 @@ async fn event_loop(
         (!args.nic_interval.is_zero()).then(|| tokio::time::interval(args.nic_interval));
     let started = Instant::now();
     let mut status = StatusLine::new(args.quiet);
+    let mut warned_table_full = false;
 
     let stop = loop {
         tokio::select! {
@@ -355,6 +384,13 @@ async fn event_loop(
                 let now = now_ns(libc::CLOCK_MONOTONIC) as u64;
                 sinks.sweep_unsent_flows(&mut maps.flows, now)?;
                 let counters = KernelCounters::read(&maps.stats)?;
+                if !warned_table_full && counters.untracked_flows() > 0 {
+                    warned_table_full = true;
+                    log::warn!(
+                        "the kernel flow table is full ({} connections open): new connections are not tracked until some close (counted in capture.flows_untracked_map_full); raise --max-flows",
+                        args.max_flows
+                    );
+                }
                 status.update(started.elapsed(), sinks, maps.flows.keys().count(), &counters);
                 rotation.on_tick(sinks, &counters)?;
             }

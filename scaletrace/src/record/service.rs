@@ -31,6 +31,8 @@ pub struct Service {
     last_health: Instant,
     last_events: u64,
     health: Health,
+    /// Held for the service's life (see `spool::lock`).
+    _spool_lock: crate::agent::spool::SpoolLock,
 }
 
 impl Service {
@@ -54,6 +56,7 @@ impl Service {
             last_health: Instant::now() - HEALTH_EVERY,
             last_events: 0,
             health,
+            _spool_lock: run.spool_lock,
         })
     }
 
@@ -72,6 +75,7 @@ impl Service {
         h.events_per_s = (sinks.events - self.last_events) as f64 / dt;
         h.events_total = sinks.events;
         h.ring_drops_total = k.ring_drops();
+        h.flows_untracked_total = k.untracked_flows();
         h.decode_errors_total = sinks.decode_errors;
         h.flows_total = sinks.flows_written();
         h.rtt_samples_total = sinks.rtt_written();
@@ -84,6 +88,11 @@ impl Service {
         if let Err(e) = h.write(&self.settings.status_dir) {
             log::warn!("health files: {e:#}");
         }
+    }
+
+    /// Ends `finish`'s upload of what is left at once (see `Spool::abort_handle`).
+    pub fn abort_handle(&self) -> std::sync::Arc<tokio::sync::Notify> {
+        self.spool.abort_handle()
     }
 
     /// Uploads what is left (up to --drain-timeout) and writes the last health files.

@@ -377,7 +377,7 @@ impl Sinks {
             rtt_samples_skipped_by_interval: k.get(STAT_RATE_LIMITED + EVENT_RTT_SAMPLE),
             retransmits_over_rate: k.get(STAT_RATE_LIMITED + EVENT_RETRANSMIT),
             flows_filtered_out: k.get(STAT_FILTERED_FLOWS),
-            flows_untracked_map_full: k.get(STAT_FLOW_MAP_FULL),
+            flows_untracked_map_full: k.untracked_flows(),
             decode_errors: self.decode_errors - self.decode_errors_at_interval_start,
             clock_offset_ns: clock_start.offset_ns,
             clock_error_ns: clock_start.error_ns + drift,
@@ -506,8 +506,14 @@ impl Sinks {
             Some(maps),
         );
         let ring_drops = counters.ring_drops();
+        let untracked = match counters.untracked_flows() {
+            0 => String::new(),
+            n => {
+                format!(", {n} connections not tracked (kernel flow table full: raise --max-flows)")
+            }
+        };
         let summary = format!(
-            "{} flows ({} still open), {} RTT samples, {} retransmits, {} state changes, {} events lost to a full ring buffer; {} files under {}",
+            "{} flows ({} still open), {} RTT samples, {} retransmits, {} state changes, {} events lost to a full ring buffer{untracked}; {} files under {}",
             self.closed.flows,
             remaining.iter().filter(|s| s.end_ns == 0).count(),
             self.closed.rtt,

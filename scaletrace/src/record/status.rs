@@ -49,13 +49,19 @@ impl StatusLine {
         let rate = (sinks.events - self.last_events) as f64 / dt;
         self.last_events = sinks.events;
         self.last_at = now;
-        let msg = format!(
+        let mut msg = format!(
             "{rate:.0} events/s | flows {open_flows} open, {} closed | rtt {} | retrans {} | drops {}",
             sinks.flows_written(),
             sinks.rtt_written(),
             sinks.retransmits_written(),
             k.ring_drops(),
         );
+        if k.untracked_flows() > 0 {
+            msg.push_str(&format!(
+                " | untracked {} (table full)",
+                k.untracked_flows()
+            ));
+        }
         if let Some(bar) = &self.bar {
             bar.set_message(msg);
             bar.tick();
