@@ -400,3 +400,86 @@ def test_a_second_signal_ends_the_drain_to_an_unreachable_store_at_once(net, tmp
     assert left, "nothing left in the spool, yet nothing could be uploaded"
     assert f"{len(left)} files left in the spool" in agent.stderr, agent.stderr
     assert not [f for d, _, fs in os.walk(spool) for f in fs if f.endswith(".partial")]
+
+
+LONG_LIVED = textwrap.dedent("""
+    import socket, sys, time
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+    print(c.getsockname()[1], flush=True)
+    end = time.time() + float(sys.argv[3])
+    while time.time() < end:
+        c.sendall(b'z' * 100000); time.sleep(0.05)
+    sys.stdin.readline()  # stay connected until told
+    c.close()
+""")
+
+
+def test_a_long_lived_flow_is_in_the_spool_while_it_runs(net, tmp_path):
+    """Training connections live for days; `flows` gets them only at close or agent stop. Each
+    rotation writes a snapshot row per open flow: cumulative counters and the interval's
+    deltas, which add up to the cumulative ones."""
+    spool = tmp_path / "spool"
+    server = started(["ip", "netns", "exec", net.b, sys.executable, "-c", SERVER, net.b_ip, str(PORT)])
+    agent = Agent(spool, "--rotate-interval", "500ms")
+    client = subprocess.Popen(["ip", "netns", "exec", net.a, sys.executable, "-c", LONG_LIVED, net.b_ip, str(PORT), "3"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        local_port = int(client.stdout.readline())
+        time.sleep(4.5)  # sending for 3 s, then idle but connected
+        con = duckdb.connect()
+        snaps = con.execute(f"""
+            SELECT ts, bytes_sent, bytes_sent_delta FROM read_parquet('{spool}/table=flow_snapshots/**/*.parquet')
+            WHERE local_port = {local_port} ORDER BY ts""").fetchall()
+        open_rows = con.execute(f"""
+            SELECT count(*) FROM read_parquet('{spool}/table=flows/**/*.parquet', union_by_name = true)
+            WHERE local_port = {local_port}""").fetchall()[0][0] if list(spool.glob("table=flows/**/*.parquet")) else 0
+    finally:
+        client.communicate("\n", timeout=30)
+    assert agent.stop() == 0, agent.stderr
+    server.kill()
+    assert open_rows == 0, "a flow that is still open has a row in flows"
+    assert len(snaps) >= 5, snaps
+    sent = [s[1] for s in snaps]
+    assert sent == sorted(sent) and sent[-1] >= 3 * 1_000_000, sent
+    assert sum(s[2] for s in snaps) == sent[-1], snaps
+    # its final row, written at close, carries at least what the last snapshot had
+    final = duckdb.connect().execute(f"""
+        SELECT bytes_sent FROM read_parquet('{spool}/table=flows/**/*.parquet') WHERE local_port = {local_port}""").fetchall()
+    assert len(final) == 1 and final[0][0] >= sent[-1], final
+
+
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+@pytest.mark.skipif(not os.path.exists(FAKETIME_LIB), reason="libfaketime is not installed (cargo xtask setup installs it)")
+def test_a_wall_clock_step_is_followed(net, tmp_path):
+    """The wall clock an hour behind at start and fixed while the agent runs (a late time sync):
+    rows after the fix carry the right time and go to the right hour partition; before, every
+    later row stayed an hour off."""
+    spool = tmp_path / "spool"
+    offset = tmp_path / "faketime"
+    offset.write_text("-3600\n")
+    env = {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME_TIMESTAMP_FILE": str(offset), "FAKETIME_NO_CACHE": "1",
+           "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    traffic = Traffic(net, 6)
+    agent = Agent(spool, "--rotate-interval", "500ms", env=env)
+    time.sleep(2.5)
+    offset.write_text("+0\n")  # the clock is fixed
+    time.sleep(3)
+    assert agent.stop() == 0, agent.stderr
+    traffic.connections()
+    now = time.time()
+    assert "the wall clock was stepped by +3600" in agent.stderr, agent.stderr
+    con = duckdb.connect()
+    rows = con.execute(f"""
+        SELECT epoch(ts), hour FROM read_parquet('{spool}/table=rtt/**/*.parquet', hive_partitioning = true)""").fetchall()
+    early = [r for r in rows if r[0] < now - 1800]
+    late = [r for r in rows if r[0] >= now - 1800]
+    assert early and late, "no rows before or after the fix"
+    assert max(r[0] for r in late) > now - 30
+    # each row in the hour partition of its own time
+    for ts, hour in rows:
+        assert time.gmtime(ts).tm_hour == hour, (ts, hour)
+    # the interval that spans the step says so
+    errors = [e for (e,) in con.execute(f"SELECT clock_error_ns FROM read_parquet('{spool}/table=capture/**/*.parquet')").fetchall()]
+    assert max(errors) >= 3_000_000_000_000, errors

@@ -48,6 +48,11 @@ impl Assembler {
         }
     }
 
+    /// Converts with `clock` from now on (the wall clock was stepped).
+    pub fn set_clock(&mut self, clock: ClockOffset) {
+        self.clock = clock;
+    }
+
     fn utc(&self, mono_ns: u64) -> i64 {
         self.clock.to_utc_ns(mono_ns)
     }

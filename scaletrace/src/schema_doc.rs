@@ -33,9 +33,12 @@ Every timestamp column is `TIMESTAMP WITH TIME ZONE` (Arrow `Timestamp(ns, \"UTC
 stamps events with `bpf_ktime_get_ns()` (CLOCK_MONOTONIC). At start the recorder reads
 CLOCK_MONOTONIC, CLOCK_REALTIME, CLOCK_MONOTONIC back to back 32 times and keeps the triple with
 the narrowest bracket: `offset = realtime - midpoint`, error = half the bracket. Every event is
-converted with that offset. The offset is measured again at the end; `capture.clock_error_ns`
-is the bracket error plus the absolute change between the two (NTP slew or a step during the
-run). Across nodes, timestamps are as aligned as the nodes' NTP/PTP synchronisation.
+converted with that offset. The offset is read again every second: when it moved by 100 ms or
+more (an operator or a late time sync stepped the wall clock) later events are converted with
+the new one, the agent starts a new hour partition if the hour changed, and a warning says so.
+The offset is measured again at the end of each file interval; `capture.clock_error_ns` is the
+bracket error plus the absolute change since the offset in use (NTP slew) plus the steps
+followed in the interval (its rows before a step carry the old clock's time). Across nodes, timestamps are as aligned as the nodes' NTP/PTP synchronisation.
 
 Imported timelines (`scaletrace import`, table `gpu_events`): the PyTorch profiler writes `ts`
 and `dur` in microseconds relative to `baseTimeNanoseconds`, a UNIX-epoch time taken from the

@@ -82,6 +82,115 @@ impl Table for FlowRow {
     }
 }
 
+/// One open flow's counters at an agent rotation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FlowSnapshotRow {
+    pub host: String,
+    pub ts: i64,
+    pub flow_id: u64,
+    pub local_addr: String,
+    pub local_port: u16,
+    pub remote_addr: String,
+    pub remote_port: u16,
+    pub direction: &'static str,
+    pub start: i64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub total_retrans: u32,
+    pub rto_count: u32,
+    pub bytes_sent_delta: u64,
+    pub bytes_received_delta: u64,
+    pub retrans_delta: u32,
+    pub srtt_last_us: Option<u32>,
+    pub min_rtt_us: Option<u32>,
+}
+
+impl Table for FlowSnapshotRow {
+    const NAME: &'static str = "flow_snapshots";
+    const DESCRIPTION: &'static str =
+        "`agent` only: one row per flow still open at each rotation, with its counters so far \
+        and what changed since the previous rotation (or since the flow started, in its first \
+        row). A training job's connections live for days and reach `flows` only when they close \
+        or the agent stops; these rows put their traffic in the store while they run. The flow's \
+        final row in `flows` carries its totals: do not add snapshots to it.";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            ts_col("ts", "When the counters were read (the rotation).", |r| {
+                r.ts
+            }),
+            u64_col(
+                "flow_id",
+                "",
+                "Kernel socket cookie; joins to `flows`, `rtt`, `retransmits`.",
+                |r| r.flow_id,
+            ),
+            str_col("local_addr", "Local IP address, text form.", |r| {
+                &r.local_addr
+            }),
+            u16_col("local_port", "", "Local TCP port.", |r| r.local_port),
+            str_col("remote_addr", "Peer IP address, text form.", |r| {
+                &r.remote_addr
+            }),
+            u16_col("remote_port", "", "Peer TCP port.", |r| r.remote_port),
+            str_col("direction", "`active` or `passive`, as in `flows`.", |r| {
+                r.direction
+            }),
+            ts_col("start", "When the flow started, as in `flows`.", |r| {
+                r.start
+            }),
+            u64_col(
+                "bytes_sent",
+                "bytes",
+                "Bytes acknowledged by the peer so far.",
+                |r| r.bytes_sent,
+            ),
+            u64_col(
+                "bytes_received",
+                "bytes",
+                "Bytes received in order so far.",
+                |r| r.bytes_received,
+            ),
+            u32_col(
+                "total_retrans",
+                "segments",
+                "Retransmitted segments so far.",
+                |r| r.total_retrans,
+            ),
+            u32_col("rto_count", "count", "Retransmit timeouts so far.", |r| {
+                r.rto_count
+            }),
+            u64_col(
+                "bytes_sent_delta",
+                "bytes",
+                "`bytes_sent` since the flow's previous snapshot (since its start in its first).",
+                |r| r.bytes_sent_delta,
+            ),
+            u64_col(
+                "bytes_received_delta",
+                "bytes",
+                "`bytes_received` since the previous snapshot.",
+                |r| r.bytes_received_delta,
+            ),
+            u32_col(
+                "retrans_delta",
+                "segments",
+                "`total_retrans` since the previous snapshot.",
+                |r| r.retrans_delta,
+            ),
+            opt_u32_col(
+                "srtt_last_us",
+                "µs",
+                "Smoothed RTT at the flow's last RTT update.",
+                |r| r.srtt_last_us,
+            ),
+            opt_u32_col("min_rtt_us", "µs", "Kernel windowed minimum RTT.", |r| {
+                r.min_rtt_us
+            }),
+        ]
+    }
+}
+
 /// A sampled RTT/congestion-state snapshot of one flow.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RttRow {
@@ -274,8 +383,8 @@ impl Table for CaptureRow {
             u64_col("flows_filtered_out", "flows", "Connections that did not match the filters.", |r| r.flows_filtered_out),
             u64_col("flows_untracked_map_full", "flows", "Matching connections not tracked because the kernel flow table was full.", |r| r.flows_untracked_map_full),
             u64_col("decode_errors", "events", "Ring buffer records that could not be decoded.", |r| r.decode_errors),
-            i64_col("clock_offset_ns", "ns", "UTC = kernel monotonic + this offset (see docs/schema.md, Time).", |r| r.clock_offset_ns),
-            i64_col("clock_error_ns", "ns", "Bound on the conversion error: bracket half-width plus drift of the offset between start and end.", |r| r.clock_error_ns),
+            i64_col("clock_offset_ns", "ns", "UTC = kernel monotonic + this offset (see docs/schema.md, Time): the offset in use at the interval's end (a wall-clock step of 100 ms or more is followed within a second).", |r| r.clock_offset_ns),
+            i64_col("clock_error_ns", "ns", "Bound on the conversion error: bracket half-width, plus drift of the offset until the end, plus the wall-clock steps followed in the interval (its rows before a step carry the old clock's time).", |r| r.clock_error_ns),
         ]
     }
 }
@@ -972,6 +1081,7 @@ fn info<T: Table>() -> TableInfo {
 pub fn catalog() -> Vec<TableInfo> {
     vec![
         info::<FlowRow>(),
+        info::<FlowSnapshotRow>(),
         info::<RttRow>(),
         info::<RetransmitRow>(),
         info::<StateChangeRow>(),

@@ -8,8 +8,9 @@ use crate::run;
 /// Debian packages: LLVM 22 for bpf-linker (it must match nightly rustc's LLVM), network tools
 /// for the namespace tests (ip, tc, iptables, sysctl; taskset and setpriv are in util-linux),
 /// libibverbs (library and headers: the verbs uprobe tests), a C compiler, and pip for the
-/// Python test tools; headless Chromium renders the `analyze` HTML report in its test.
-const APT_PACKAGES: [&str; 9] = [
+/// Python test tools; headless Chromium renders the `analyze` HTML report in its test;
+/// libfaketime steps the wall clock of one agent in the clock-step test.
+const APT_PACKAGES: [&str; 10] = [
     "llvm-22-dev",
     "libibverbs-dev",
     "gcc",
@@ -19,6 +20,7 @@ const APT_PACKAGES: [&str; 9] = [
     "util-linux",
     "python3-pip",
     "chromium",
+    "libfaketime",
 ];
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 

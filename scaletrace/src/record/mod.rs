@@ -257,14 +257,13 @@ pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
             service: service.as_mut(),
             gpus: &mut gpus,
             hooks: &hooks,
-            clock_start: &clock_start,
         },
     ));
 
     // Detach first so no event is produced after the final drain.
     drop(ebpf);
     let ring = ring.into_inner();
-    let finish = sinks.finish(ring, &mut maps, &hooks, &clock_start);
+    let finish = sinks.finish(ring, &mut maps, &hooks);
     let gpu_finish = gpus.map(|g| g.finish());
     let finish = match (finish, gpu_finish) {
         (Ok(summary), Some(Ok(gpu))) => Ok(format!("{summary}; {gpu}")),
@@ -383,6 +382,12 @@ async fn event_loop(
             _ = tick.tick() => {
                 let now = now_ns(libc::CLOCK_MONOTONIC) as u64;
                 sinks.sweep_unsent_flows(&mut maps.flows, now)?;
+                if let Some(step) = sinks.follow_clock() {
+                    log::warn!(
+                        "the wall clock was stepped by {:+.3} s: events from now on are stamped with the new time (the interval before it flags the step in capture.clock_error_ns)",
+                        step as f64 / 1e9
+                    );
+                }
                 let counters = KernelCounters::read(&maps.stats)?;
                 if !warned_table_full && counters.untracked_flows() > 0 {
                     warned_table_full = true;
@@ -392,7 +397,7 @@ async fn event_loop(
                     );
                 }
                 status.update(started.elapsed(), sinks, maps.flows.keys().count(), &counters);
-                rotation.on_tick(sinks, &counters)?;
+                rotation.on_tick(sinks, &counters, &maps.flows)?;
             }
             _ = signals.sigint.recv() => break "SIGINT",
             _ = signals.sigterm.recv() => break "SIGTERM",

@@ -14,7 +14,7 @@ use crate::{
         spool::{Spool, SpoolStats},
         AgentRun, AgentSettings,
     },
-    clock::{now_ns, ClockOffset},
+    clock::now_ns,
     gpu::{GpuOutput, GpuRecorder},
     probe::Hooks,
 };
@@ -130,7 +130,6 @@ pub struct Rotation<'a> {
     pub service: Option<&'a mut Service>,
     pub gpus: &'a mut Option<GpuRecorder>,
     pub hooks: &'a Hooks,
-    pub clock_start: &'a ClockOffset,
 }
 
 impl Rotation<'_> {
@@ -143,12 +142,17 @@ impl Rotation<'_> {
         }
     }
 
-    pub fn on_tick(&mut self, sinks: &mut Sinks, counters: &KernelCounters) -> Result<()> {
+    pub fn on_tick(
+        &mut self,
+        sinks: &mut Sinks,
+        counters: &KernelCounters,
+        flows: &aya::maps::HashMap<aya::maps::MapData, u64, scaletrace_common::FlowStats>,
+    ) -> Result<()> {
         let Some(service) = self.service.as_deref_mut() else {
             return Ok(());
         };
         if service.due(sinks) {
-            sinks.rotate(counters, self.hooks, self.clock_start)?;
+            sinks.rotate(counters, self.hooks, flows)?;
             service.rotations += 1;
             service.last_rotation = Instant::now();
             if let Some(g) = self.gpus.take() {

@@ -23,6 +23,16 @@ use crate::{
 
 const CLOSED: &str = "the run's files are already closed";
 
+/// A change of the wall clock's offset this large is a step to follow, not slewing or noise.
+const CLOCK_STEP_NS: i64 = 100_000_000;
+
+/// How an interval ends: at a rotation, with the open flows' snapshots; or at the end of the
+/// run, with the kernel maps whose remaining QPs and per-QP totals are written.
+enum Interval<'a> {
+    Rotation(Vec<FlowSnapshotRow>),
+    Last(&'a mut KernelMaps),
+}
+
 /// The files of one interval (the whole run for `record`).
 struct Writers {
     flows: TableWriter<FlowRow>,
@@ -104,6 +114,11 @@ pub struct Sinks {
     counters_at_interval_start: KernelCounters,
     decode_errors_at_interval_start: u64,
     closed: Totals,
+    /// Sum of the wall-clock steps followed in the open interval: its rows before a step were
+    /// stamped by the wrong clock, by up to this much.
+    clock_steps_in_interval: i64,
+    /// Each open flow's counters at its previous snapshot (bytes sent, received, retransmits).
+    snapshot_prev: std::collections::HashMap<u64, (u64, u64, u32)>,
     /// Files completed so far (every table, every interval).
     pub files_closed: u64,
     pub events: u64,
@@ -161,11 +176,37 @@ impl Sinks {
             counters_at_interval_start: KernelCounters::zero(),
             decode_errors_at_interval_start: 0,
             closed: Totals::default(),
+            snapshot_prev: Default::default(),
+            clock_steps_in_interval: 0,
             files_closed: 0,
             metadata,
             events: 0,
             decode_errors: 0,
         })
+    }
+
+    /// Re-reads the wall clock's offset from the monotonic clock and, when it moved by at
+    /// least `CLOCK_STEP_NS` (a step by an operator or a late time sync; NTP's slewing moves it
+    /// by at most 0.5 ms a second), converts every later event with the new offset and says so.
+    /// Rows already written keep the offset they were converted with: `capture.clock_error_ns`
+    /// of their interval covers the step. Returns the step, if any.
+    pub fn follow_clock(&mut self) -> Option<i64> {
+        let fresh = ClockOffset::measure();
+        let step = fresh.offset_ns - self.clock.offset_ns;
+        if step.abs() < CLOCK_STEP_NS {
+            return None;
+        }
+        self.clock = fresh;
+        self.assembler.set_clock(fresh);
+        self.clock_steps_in_interval += step.abs();
+        for (key, value) in &mut self.metadata {
+            match key.as_str() {
+                "scaletrace.clock.offset_ns" => *value = fresh.offset_ns.to_string(),
+                "scaletrace.clock.error_ns" => *value = fresh.error_ns.to_string(),
+                _ => {}
+            }
+        }
+        Some(step)
     }
 
     /// File metadata shared by every table of the run.
@@ -301,29 +342,74 @@ impl Sinks {
         Ok(())
     }
 
-    /// Closes the open interval's files and opens the next interval's (agent rotation).
-    /// The next files are created first: if that fails the current ones stay open.
+    /// A row per flow still open in the kernel table, with what changed since its previous
+    /// snapshot; flows gone since are forgotten.
+    fn snapshot_open_flows(
+        &mut self,
+        flows: &BpfHashMap<MapData, u64, FlowStats>,
+        now_mono: u64,
+        now_utc: i64,
+    ) -> Vec<FlowSnapshotRow> {
+        let mut prev = std::mem::take(&mut self.snapshot_prev);
+        let mut rows = Vec::new();
+        for (cookie, s) in flows.iter().filter_map(|r| r.ok()) {
+            if s.end_ns != 0 {
+                continue; // closed: its final row goes to `flows`
+            }
+            let f = self.assembler.flow(&s, now_mono);
+            let (sent0, received0, retrans0) = prev.remove(&cookie).unwrap_or_default();
+            self.snapshot_prev
+                .insert(cookie, (f.bytes_sent, f.bytes_received, f.total_retrans));
+            rows.push(FlowSnapshotRow {
+                host: f.host,
+                ts: now_utc,
+                flow_id: f.flow_id,
+                local_addr: f.local_addr,
+                local_port: f.local_port,
+                remote_addr: f.remote_addr,
+                remote_port: f.remote_port,
+                direction: f.direction,
+                start: f.start,
+                bytes_sent_delta: f.bytes_sent.saturating_sub(sent0),
+                bytes_received_delta: f.bytes_received.saturating_sub(received0),
+                retrans_delta: f.total_retrans.saturating_sub(retrans0),
+                bytes_sent: f.bytes_sent,
+                bytes_received: f.bytes_received,
+                total_retrans: f.total_retrans,
+                rto_count: f.rto_count,
+                srtt_last_us: f.srtt_last_us,
+                min_rtt_us: f.min_rtt_us,
+            });
+        }
+        rows
+    }
+
+    /// Closes the open interval's files and opens the next interval's (agent rotation), with a
+    /// snapshot of every flow still open. The next files are created first: if that fails the
+    /// current ones stay open.
     pub fn rotate(
         &mut self,
         counters: &KernelCounters,
         hooks: &Hooks,
-        clock_start: &ClockOffset,
+        flows: &BpfHashMap<MapData, u64, FlowStats>,
     ) -> Result<()> {
         let end_utc = now_ns(libc::CLOCK_REALTIME);
         let next = self.layout.next(end_utc);
         let writers = Writers::create(&next, &self.metadata)?;
         let old = self.writers.replace(writers).context(CLOSED)?;
         let old_layout = std::mem::replace(&mut self.layout, next);
+        let snapshots =
+            self.snapshot_open_flows(flows, now_ns(libc::CLOCK_MONOTONIC) as u64, end_utc);
         let result = self.close_interval(
             old,
             &old_layout,
             counters,
             hooks,
-            clock_start,
             end_utc,
-            None,
+            Interval::Rotation(snapshots),
         );
         self.interval_start_utc = end_utc;
+        self.clock_steps_in_interval = 0;
         self.counters_at_interval_start = counters.clone();
         self.decode_errors_at_interval_start = self.decode_errors;
         result.map(|_| ())
@@ -339,10 +425,13 @@ impl Sinks {
         layout: &Layout,
         counters: &KernelCounters,
         hooks: &Hooks,
-        clock_start: &ClockOffset,
         end_utc: i64,
-        maps: Option<&mut KernelMaps>,
+        interval: Interval<'_>,
     ) -> Result<CaptureRow> {
+        let (snapshots, maps) = match interval {
+            Interval::Rotation(rows) => (rows, None),
+            Interval::Last(maps) => (Vec::new(), Some(maps)),
+        };
         let mut first_error: Option<anyhow::Error> = None;
         let mut note = |r: Result<()>| {
             if let Err(e) = r {
@@ -351,7 +440,10 @@ impl Sinks {
         };
         let k = counters.since(&self.counters_at_interval_start);
         let clock_end = ClockOffset::measure();
-        let drift = (clock_end.offset_ns - clock_start.offset_ns).abs();
+        // against the offset the interval's rows were converted with (the run's first, or the
+        // one adopted after a clock step)
+        let in_use = self.clock;
+        let drift = (clock_end.offset_ns - in_use.offset_ns).abs();
         let capture = CaptureRow {
             host: self.node.hostname.clone(),
             boot_id: self.node.boot_id.clone(),
@@ -379,8 +471,8 @@ impl Sinks {
             flows_filtered_out: k.get(STAT_FILTERED_FLOWS),
             flows_untracked_map_full: k.untracked_flows(),
             decode_errors: self.decode_errors - self.decode_errors_at_interval_start,
-            clock_offset_ns: clock_start.offset_ns,
-            clock_error_ns: clock_start.error_ns + drift,
+            clock_offset_ns: in_use.offset_ns,
+            clock_error_ns: in_use.error_ns + drift + self.clock_steps_in_interval,
         };
         let end_meta = [
             (
@@ -445,6 +537,10 @@ impl Sinks {
         close!(w.completions);
         let interfaces = self.interfaces.clone();
         table!(InterfaceRow, interfaces);
+        if maps.is_none() {
+            // rotations only: at the end of the run open flows go to `flows` (`open_at_end`)
+            table!(FlowSnapshotRow, snapshots);
+        }
         if let Some(maps) = maps {
             // Per-QP data-path totals live in the kernel map until now.
             let host = self.node.hostname.clone();
@@ -470,7 +566,6 @@ impl Sinks {
         mut ring: RingBuf<MapData>,
         maps: &mut KernelMaps,
         hooks: &Hooks,
-        clock_start: &ClockOffset,
     ) -> Result<String> {
         let mut first_error: Option<anyhow::Error> = None;
         let mut note = |r: Result<()>| {
@@ -501,9 +596,8 @@ impl Sinks {
             &layout,
             &counters,
             hooks,
-            clock_start,
             end_utc,
-            Some(maps),
+            Interval::Last(maps),
         );
         let ring_drops = counters.ring_drops();
         let untracked = match counters.untracked_flows() {
