@@ -483,3 +483,37 @@ def test_a_wall_clock_step_is_followed(net, tmp_path):
     # the interval that spans the step says so
     errors = [e for (e,) in con.execute(f"SELECT clock_error_ns FROM read_parquet('{spool}/table=capture/**/*.parquet')").fetchall()]
     assert max(errors) >= 3_000_000_000_000, errors
+
+
+def test_a_full_disk_costs_an_interval_not_the_agent(net, tmp_path):
+    """The spool on a 2 MB tmpfs, most of it taken by a file the agent did not write: before,
+    the agent died after 20 s with 10 `.partial` files left. Now each time the disk fills it
+    drops the open interval (counted), deletes its own oldest files and records on."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(spool)], check=True)
+    try:
+        foreign = spool / "someone-elses.bin"
+        foreign.write_bytes(bytes(1600 << 10))
+        status = tmp_path / "status"
+        traffic = Traffic(net, 16)
+        agent = Agent(spool, "--rotate-interval", "300ms", "--status-dir", str(status), "--rtt-sample-interval", "0s")
+        time.sleep(15)
+        assert agent.proc.poll() is None, "the agent died on a full disk:\n" + agent.stderr
+        rc = agent.stop()
+        traffic.connections()
+        assert rc == 0, agent.stderr
+        assert "the spool's disk is full" in agent.stderr, agent.stderr
+        health = json.loads((status / "status.json").read_text())
+        assert health["rows_lost_disk_full_total"] > 0 and health["evicted_files_total"] > 0, health
+        assert foreign.stat().st_size == 1600 << 10, "the agent deleted a file it did not write"
+        assert not [f for d, _, fs in os.walk(spool) for f in fs if f.endswith(".partial")]
+        files = parquet_files(spool)
+        assert files, "nothing kept"
+        for f in files:  # what is left is whole
+            duckdb.connect().execute(f"SELECT count(*) FROM read_parquet('{f}')").fetchall()
+        # the newest data was kept: the last rotation's files are there
+        newest = max(os.path.getmtime(f) for f in files)
+        assert time.time() - newest < 10
+    finally:
+        subprocess.run(["umount", "-l", str(spool)])

@@ -190,6 +190,28 @@ def test_port_filter_selects_only_matching_flows(net, tmp_path):
     assert rec.query("SELECT flows_filtered_out FROM capture")[0][0] >= 1
 
 
+def test_flows_of_every_namespace_carry_its_name(net, tmp_path):
+    """One recorder in the root namespace sees the flows of every namespace on the node; before,
+    they all looked alike (one host). Each flow names its namespace; the recorder's own is null."""
+    rec = Recorder(tmp_path, "--port", "5217")
+    transfer(net, 5217, MB)
+    assert rec.stop() == 0, rec.stderr
+    rows = rec.query("SELECT direction, netns FROM flows WHERE remote_port = 5217 OR local_port = 5217 ORDER BY direction")
+    assert rows == [("active", net.a), ("passive", net.b)], rows
+    # a flow in the recorder's own namespace
+    port = 5218
+    rec2 = Recorder(tmp_path / "own", "--port", str(port))
+    with socket.create_server(("127.0.0.1", port)) as srv:
+        c = socket.create_connection(("127.0.0.1", port))
+        a, _ = srv.accept()
+        c.sendall(b"x" * 1000)
+        a.recv(1000)
+        c.close()
+        a.close()
+    assert rec2.stop() == 0, rec2.stderr
+    assert {r[0] for r in rec2.query("SELECT netns FROM flows")} == {None}
+
+
 def test_cidr_filter(net, tmp_path):
     rec = Recorder(tmp_path, "--netns", net.a, "--cidr", "192.0.2.0/24")
     transfer(net, 5209, MB)

@@ -19,6 +19,7 @@ pub struct Assembler {
     clock: ClockOffset,
     /// Socket cookie -> (pid, comm) of the process that closed it.
     owners: HashMap<u64, (u32, String)>,
+    netns: crate::netns_names::NetnsNames,
 }
 
 fn family_name(family: u16) -> &'static str {
@@ -45,6 +46,7 @@ impl Assembler {
             host,
             clock,
             owners: HashMap::new(),
+            netns: crate::netns_names::NetnsNames::new(std::path::Path::new("/run/netns")),
         }
     }
 
@@ -71,6 +73,7 @@ impl Assembler {
             host: self.host.clone(),
             flow_id: s.cookie,
             netns_cookie: s.netns_cookie,
+            netns: self.netns.name(s.netns_cookie),
             family: tuple_family(&s.tuple),
             local_addr: addr_string(s.tuple.family, &s.tuple.local_addr),
             local_port: s.tuple.local_port,

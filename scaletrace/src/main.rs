@@ -16,6 +16,7 @@ mod kineto;
 mod layout;
 mod merge;
 mod nccl;
+mod netns_names;
 mod nic;
 mod node;
 #[cfg(test)]

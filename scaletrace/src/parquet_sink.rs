@@ -128,8 +128,17 @@ impl<T: Table> TableWriter<T> {
         }
     }
 
-    /// Writes the remaining rows and the footer, then gives the file its final name.
+    /// Writes the remaining rows and the footer, then gives the file its final name. When that
+    /// fails (a full disk) the torn `.partial` file is removed: without its footer no reader
+    /// could use it, and it would hold the space the next interval needs.
     pub fn close(mut self) -> Result<PathBuf> {
+        let partial = self.partial_path.clone();
+        self.finish_file().inspect_err(|_| {
+            let _ = std::fs::remove_file(&partial);
+        })
+    }
+
+    fn finish_file(&mut self) -> Result<PathBuf> {
         self.write_pending()?;
         let writer = self.writer.take().context("writer already closed")?;
         let file = writer
@@ -147,6 +156,17 @@ impl<T: Table> TableWriter<T> {
         }
         Ok(self.final_path.clone())
     }
+}
+
+/// Whether an error comes from a full disk (ENOSPC, or a quota: EDQUOT) anywhere in its chain.
+pub fn is_disk_full(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .and_then(|io| io.raw_os_error())
+            .is_some_and(|code| code == libc::ENOSPC || code == libc::EDQUOT)
+            // parquet and arrow wrap the io::Error in their own without a source
+            || c.to_string().contains("No space left on device")
+    })
 }
 
 pub fn to_batch<T: Table>(rows: &[T]) -> Result<RecordBatch> {

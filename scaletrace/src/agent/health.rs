@@ -20,6 +20,8 @@ pub struct Health {
     pub ring_drops_total: u64,
     /// Connections not tracked because the kernel flow table was full (`--max-flows`).
     pub flows_untracked_total: u64,
+    /// Rows dropped because the spool's disk was full.
+    pub rows_lost_disk_full_total: u64,
     pub decode_errors_total: u64,
     pub flows_total: u64,
     pub rtt_samples_total: u64,
@@ -65,7 +67,7 @@ impl Health {
     /// Prometheus text exposition: counters end in `_total`, the rest are gauges.
     pub fn prometheus(&self) -> String {
         let labels = format!("host=\"{}\"", self.host.replace(['"', '\\'], "_"));
-        let metrics: [(&str, &str, f64, &str); 17] = [
+        let metrics: [(&str, &str, f64, &str); 18] = [
             (
                 "scaletrace_uptime_seconds",
                 "gauge",
@@ -95,6 +97,12 @@ impl Health {
                 "counter",
                 self.flows_untracked_total as f64,
                 "Connections not tracked because the kernel flow table was full (raise --max-flows).",
+            ),
+            (
+                "scaletrace_rows_lost_disk_full_total",
+                "counter",
+                self.rows_lost_disk_full_total as f64,
+                "Rows dropped because the spool's disk was full.",
             ),
             (
                 "scaletrace_decode_errors_total",
@@ -202,7 +210,7 @@ mod tests {
             "# TYPE scaletrace_events_total counter\nscaletrace_events_total{host=\"n1\"} 42\n"
         ));
         assert!(text.contains("scaletrace_last_upload_timestamp_seconds{host=\"n1\"} 1796248800\n"));
-        assert_eq!(text.matches("# HELP").count(), 17);
+        assert_eq!(text.matches("# HELP").count(), 18);
         assert!(text.contains("scaletrace_flows_untracked_total{host=\"n1\"} 0\n"));
         let d = tempfile::tempdir().unwrap();
         h.write(d.path()).unwrap();

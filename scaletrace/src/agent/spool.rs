@@ -155,6 +155,23 @@ pub fn delete(root: &Path, file: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Deletes this host's oldest completed files until at least `bytes` are freed (a full disk:
+/// the newest data is worth more); returns how many files and bytes.
+pub fn evict_oldest(root: &Path, host: &str, bytes: u64, stats: &SpoolStats) -> (u64, u64) {
+    let (mut files, mut freed) = (0, 0);
+    for f in completed(root, host) {
+        if freed >= bytes {
+            break;
+        }
+        if delete(root, &f.path).is_ok() {
+            files += 1;
+            freed += f.bytes;
+            stats.evicted_files.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    (files, freed)
+}
+
 /// The files to drop so the spool fits `max_bytes` and nothing is older than `max_age`:
 /// the oldest go first.
 pub fn over_limits(

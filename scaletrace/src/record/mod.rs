@@ -370,7 +370,8 @@ async fn event_loop(
         tokio::select! {
             guard = ring.readable_mut() => {
                 let mut guard = guard.context("waiting on the ring buffer")?;
-                sinks.drain(guard.get_inner_mut())?;
+                let drained = sinks.drain(guard.get_inner_mut());
+                rotation.survive_disk_full(sinks, drained)?;
                 guard.clear_ready();
             }
             guard = ebpf_log_ready(&mut ebpf_log) => {
@@ -378,10 +379,14 @@ async fn event_loop(
                 guard.get_inner_mut().flush();
                 guard.clear_ready();
             }
-            _ = next_tick(&mut nic_tick) => sinks.sample_nics()?,
+            _ = next_tick(&mut nic_tick) => {
+                let sampled = sinks.sample_nics();
+                rotation.survive_disk_full(sinks, sampled)?;
+            }
             _ = tick.tick() => {
                 let now = now_ns(libc::CLOCK_MONOTONIC) as u64;
-                sinks.sweep_unsent_flows(&mut maps.flows, now)?;
+                let swept = sinks.sweep_unsent_flows(&mut maps.flows, now);
+                rotation.survive_disk_full(sinks, swept)?;
                 if let Some(step) = sinks.follow_clock() {
                     log::warn!(
                         "the wall clock was stepped by {:+.3} s: events from now on are stamped with the new time (the interval before it flags the step in capture.clock_error_ns)",
@@ -397,7 +402,8 @@ async fn event_loop(
                     );
                 }
                 status.update(started.elapsed(), sinks, maps.flows.keys().count(), &counters);
-                rotation.on_tick(sinks, &counters, &maps.flows)?;
+                let ticked = rotation.on_tick(sinks, &counters, &maps.flows);
+                rotation.survive_disk_full(sinks, ticked)?;
             }
             _ = signals.sigint.recv() => break "SIGINT",
             _ = signals.sigterm.recv() => break "SIGTERM",

@@ -20,6 +20,8 @@ use crate::{
 };
 
 const HEALTH_EVERY: Duration = Duration::from_secs(2);
+/// Room made on a full disk at least: the next interval's files must fit.
+const MIN_FREE_BYTES: u64 = 1 << 20;
 
 pub struct Service {
     settings: AgentSettings,
@@ -31,6 +33,11 @@ pub struct Service {
     last_health: Instant,
     last_events: u64,
     health: Health,
+    /// This host's part of the spool, for evictions when its disk is full.
+    spool_root: std::path::PathBuf,
+    spool_host: String,
+    /// The last health-file error, logged once instead of every period (a full disk).
+    last_health_error: Option<String>,
     /// Held for the service's life (see `spool::lock`).
     _spool_lock: crate::agent::spool::SpoolLock,
 }
@@ -38,6 +45,7 @@ pub struct Service {
 impl Service {
     pub fn start(run: AgentRun, host: &str, run_id: &str, gpu_output: GpuOutput) -> Result<Self> {
         let upload_target = run.spool.target.as_ref().map(|t| t.description.clone());
+        let (spool_root, spool_host) = (run.spool.root.clone(), run.spool.host.clone());
         let spool = Spool::start(run.spool)?;
         let health = Health {
             host: host.into(),
@@ -56,6 +64,9 @@ impl Service {
             last_health: Instant::now() - HEALTH_EVERY,
             last_events: 0,
             health,
+            spool_root,
+            spool_host,
+            last_health_error: None,
             _spool_lock: run.spool_lock,
         })
     }
@@ -83,11 +94,44 @@ impl Service {
         h.files_completed_total = sinks.files_closed;
         h.rotations_total = self.rotations;
         h.add_spool(stats);
+        h.rows_lost_disk_full_total = sinks.rows_lost_disk_full;
         self.last_events = sinks.events;
         self.last_health = Instant::now();
-        if let Err(e) = h.write(&self.settings.status_dir) {
-            log::warn!("health files: {e:#}");
+        match h.write(&self.settings.status_dir) {
+            Ok(()) => self.last_health_error = None,
+            Err(e) => {
+                let msg = format!("{e:#}");
+                if self.last_health_error.as_ref() != Some(&msg) {
+                    log::warn!("health files: {msg}");
+                }
+                self.last_health_error = Some(msg);
+            }
         }
+    }
+
+    /// A full spool disk: drop the open interval (its rows counted as lost), delete this host's
+    /// oldest completed files to make room, and record on into new files, or as soon as there is
+    /// space. Dying would lose more: the interval, and everything until someone restarts it.
+    fn on_disk_full(&mut self, sinks: &mut Sinks, error: &anyhow::Error) {
+        let held = sinks.drop_open_interval();
+        let (files, bytes) = crate::agent::spool::evict_oldest(
+            &self.spool_root,
+            &self.spool_host,
+            held.max(MIN_FREE_BYTES),
+            &self.spool.stats,
+        );
+        let resumed = sinks.try_resume();
+        log::warn!(
+            "the spool's disk is full ({}): dropped the open interval ({} rows lost so far, counted in capture.rows_lost_disk_full) and deleted the {files} oldest completed files ({:.1} MB); {}",
+            crate::agent::spool::one_line_redacted(&error.root_cause().to_string()),
+            sinks.rows_lost_disk_full,
+            bytes as f64 / 1e6,
+            if resumed {
+                "recording goes on"
+            } else {
+                "recording resumes when there is space"
+            }
+        );
     }
 
     /// Ends `finish`'s upload of what is left at once (see `Spool::abort_handle`).
@@ -133,6 +177,21 @@ pub struct Rotation<'a> {
 }
 
 impl Rotation<'_> {
+    /// The agent survives a full disk (`Service::on_disk_full`); `record`, and every other
+    /// error, still ends the run.
+    pub fn survive_disk_full(&mut self, sinks: &mut Sinks, result: Result<()>) -> Result<()> {
+        let Err(e) = result else {
+            return Ok(());
+        };
+        match self.service.as_deref_mut() {
+            Some(service) if crate::parquet_sink::is_disk_full(&e) => {
+                service.on_disk_full(sinks, &e);
+                Ok(())
+            }
+            _ => Err(e),
+        }
+    }
+
     /// The housekeeping period: fast enough for the rotation interval.
     pub fn tick(&self) -> Duration {
         match &self.service {
@@ -151,7 +210,21 @@ impl Rotation<'_> {
         let Some(service) = self.service.as_deref_mut() else {
             return Ok(());
         };
-        if service.due(sinks) {
+        if sinks.waiting_for_space() {
+            crate::agent::spool::evict_oldest(
+                &service.spool_root,
+                &service.spool_host,
+                MIN_FREE_BYTES,
+                &service.spool.stats,
+            );
+            if sinks.try_resume() {
+                log::info!(
+                    "space on the spool's disk again: recording resumed ({} rows lost to the full disk so far)",
+                    sinks.rows_lost_disk_full
+                );
+                service.last_rotation = Instant::now();
+            }
+        } else if service.due(sinks) {
             sinks.rotate(counters, self.hooks, flows)?;
             service.rotations += 1;
             service.last_rotation = Instant::now();

@@ -3,7 +3,7 @@
 //! files; at the end also recover every flow left in the kernel table.
 use std::path::Path;
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use aya::maps::{HashMap as BpfHashMap, MapData, RingBuf};
 use scaletrace_common::*;
 
@@ -64,6 +64,19 @@ impl Writers {
         })
     }
 
+    /// Rows accepted by all open files.
+    fn rows(&self) -> u64 {
+        self.flows.rows()
+            + self.rtt.rows()
+            + self.retransmits.rows()
+            + self.states.rows()
+            + self.nic.rows()
+            + self.nccl.rows()
+            + self.verbs.rows()
+            + self.qps.rows()
+            + self.completions.rows()
+    }
+
     /// Estimated bytes of all open files.
     fn bytes(&self) -> u64 {
         self.flows.bytes()
@@ -117,6 +130,12 @@ pub struct Sinks {
     /// Sum of the wall-clock steps followed in the open interval: its rows before a step were
     /// stamped by the wrong clock, by up to this much.
     clock_steps_in_interval: i64,
+    /// Rows dropped because the disk was full: intervals whose files could not be written.
+    pub rows_lost_disk_full: u64,
+    rows_lost_at_interval_start: u64,
+    /// The open interval was dropped for a full disk and no new files could be created yet:
+    /// events are counted as lost until `try_resume` succeeds.
+    disk_full: bool,
     /// Each open flow's counters at its previous snapshot (bytes sent, received, retransmits).
     snapshot_prev: std::collections::HashMap<u64, (u64, u64, u32)>,
     /// Files completed so far (every table, every interval).
@@ -178,6 +197,9 @@ impl Sinks {
             closed: Totals::default(),
             snapshot_prev: Default::default(),
             clock_steps_in_interval: 0,
+            rows_lost_disk_full: 0,
+            rows_lost_at_interval_start: 0,
+            disk_full: false,
             files_closed: 0,
             metadata,
             events: 0,
@@ -239,13 +261,60 @@ impl Sinks {
         self.interval_start_utc
     }
 
+    /// Hands a row to the open interval's files; while the disk is full, counts it as lost.
+    fn push_with(&mut self, push: impl FnOnce(&mut Writers) -> Result<()>) -> Result<()> {
+        match self.writers.as_mut() {
+            Some(w) => push(w),
+            None if self.disk_full => {
+                self.rows_lost_disk_full += 1;
+                Ok(())
+            }
+            None => Err(anyhow::anyhow!(CLOSED)),
+        }
+    }
+
+    /// Whether the open interval was dropped for a full disk and recording waits for space.
+    pub fn waiting_for_space(&self) -> bool {
+        self.disk_full
+    }
+
+    /// Drops the open interval (its rows are counted in `rows_lost_disk_full`), so that its
+    /// files free their space; returns how many bytes they held. `try_resume` opens new ones.
+    pub fn drop_open_interval(&mut self) -> u64 {
+        self.disk_full = true;
+        let Some(w) = self.writers.take() else {
+            return 0;
+        };
+        let bytes = w.bytes();
+        self.rows_lost_disk_full += w.rows();
+        w.abandon();
+        bytes
+    }
+
+    /// Opens new files after `drop_open_interval`; false while the disk is still full.
+    pub fn try_resume(&mut self) -> bool {
+        if !self.disk_full {
+            return true;
+        }
+        let next = self.layout.next(now_ns(libc::CLOCK_REALTIME));
+        match Writers::create(&next, &self.metadata) {
+            Ok(w) => {
+                self.writers = Some(w);
+                self.layout = next;
+                self.disk_full = false;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Reads the NIC counters once (if enabled).
     pub fn sample_nics(&mut self) -> Result<()> {
         let Some(sampler) = self.nic_sampler.as_mut() else {
             return Ok(());
         };
         for row in sampler.sample(now_ns(libc::CLOCK_REALTIME)) {
-            self.writers.as_mut().context(CLOSED)?.nic.push(row)?;
+            self.push_with(|w| w.nic.push(row))?;
         }
         Ok(())
     }
@@ -270,42 +339,38 @@ impl Sinks {
         match event {
             Event::FlowEnd(e) => {
                 let row = self.assembler.flow(&e.stats, e.header.ts_ns);
-                self.writers.as_mut().context(CLOSED)?.flows.push(row)
+                self.push_with(|w| w.flows.push(row))
             }
-            Event::RttSample(e) => self
-                .writers
-                .as_mut()
-                .context(CLOSED)?
-                .rtt
-                .push(self.assembler.rtt(&e)),
-            Event::Retransmit(e) => self
-                .writers
-                .as_mut()
-                .context(CLOSED)?
-                .retransmits
-                .push(self.assembler.retransmit(&e)),
+            Event::RttSample(e) => {
+                let row = self.assembler.rtt(&e);
+                self.push_with(|w| w.rtt.push(row))
+            }
+            Event::Retransmit(e) => {
+                let row = self.assembler.retransmit(&e);
+                self.push_with(|w| w.retransmits.push(row))
+            }
             Event::StateChange(e) => {
                 let row = self.assembler.state_change(&e);
-                self.writers.as_mut().context(CLOSED)?.states.push(row)
+                self.push_with(|w| w.states.push(row))
             }
             Event::VerbsCall(e) => {
                 let clock = self.clock;
                 let row = crate::verbs::call_row(&e, &self.node.hostname, |m| clock.to_utc_ns(m));
                 if let Some(qp) = self.qp_tracker.observe(&row) {
-                    self.writers.as_mut().context(CLOSED)?.qps.push(qp)?;
+                    self.push_with(|w| w.qps.push(qp))?;
                 }
-                self.writers.as_mut().context(CLOSED)?.verbs.push(row)
+                self.push_with(|w| w.verbs.push(row))
             }
             Event::VerbsCompletion(e) => {
                 let clock = self.clock;
                 let row =
                     crate::verbs::completion_row(&e, &self.node.hostname, |m| clock.to_utc_ns(m));
-                self.writers.as_mut().context(CLOSED)?.completions.push(row)
+                self.push_with(|w| w.completions.push(row))
             }
             Event::NcclCall(e) => {
                 let clock = self.clock;
                 let row = crate::nccl::call_row(&e, &self.node.hostname, |m| clock.to_utc_ns(m));
-                self.writers.as_mut().context(CLOSED)?.nccl.push(row)
+                self.push_with(|w| w.nccl.push(row))
             }
         }
     }
@@ -336,7 +401,7 @@ impl Sinks {
             .collect();
         for (cookie, s) in unsent {
             let row = self.assembler.flow(&s, now_mono);
-            self.writers.as_mut().context(CLOSED)?.flows.push(row)?;
+            self.push_with(|w| w.flows.push(row))?;
             let _ = flows.remove(&cookie);
         }
         Ok(())
@@ -439,6 +504,8 @@ impl Sinks {
             }
         };
         let k = counters.since(&self.counters_at_interval_start);
+        let rows_lost_disk_full = self.rows_lost_disk_full - self.rows_lost_at_interval_start;
+        self.rows_lost_at_interval_start = self.rows_lost_disk_full;
         let clock_end = ClockOffset::measure();
         // against the offset the interval's rows were converted with (the run's first, or the
         // one adopted after a clock step)
@@ -470,6 +537,7 @@ impl Sinks {
             retransmits_over_rate: k.get(STAT_RATE_LIMITED + EVENT_RETRANSMIT),
             flows_filtered_out: k.get(STAT_FILTERED_FLOWS),
             flows_untracked_map_full: k.untracked_flows(),
+            rows_lost_disk_full,
             decode_errors: self.decode_errors - self.decode_errors_at_interval_start,
             clock_offset_ns: in_use.offset_ns,
             clock_error_ns: in_use.error_ns + drift + self.clock_steps_in_interval,
@@ -492,11 +560,17 @@ impl Sinks {
                     for (k, v) in &end_meta {
                         w.append_metadata(k, v.clone());
                     }
-                    let r = w.close().map(|_| ());
-                    if r.is_ok() {
-                        self.files_closed += 1;
+                    let rows = w.rows();
+                    match w.close() {
+                        Ok(_) => self.files_closed += 1,
+                        Err(e) => {
+                            // counted in the next interval's capture row
+                            if crate::parquet_sink::is_disk_full(&e) {
+                                self.rows_lost_disk_full += rows;
+                            }
+                            note(Err(e));
+                        }
                     }
-                    note(r);
                 }
             }};
         }
@@ -585,11 +659,17 @@ impl Sinks {
             .collect();
         for s in &remaining {
             let row = self.assembler.flow(s, end_mono);
-            note(self.writers.as_mut().context(CLOSED)?.flows.push(row));
+            note(self.push_with(|w| w.flows.push(row)));
         }
         let counters = KernelCounters::read(&maps.stats)?;
         let end_utc = now_ns(libc::CLOCK_REALTIME);
         let layout = self.layout.clone();
+        if self.disk_full && !self.try_resume() {
+            bail!(
+                "the disk is still full: the last interval could not be written ({} rows lost to a full disk in this run)",
+                self.rows_lost_disk_full
+            );
+        }
         let writers = self.writers.take().context(CLOSED)?;
         let capture = self.close_interval(
             writers,
@@ -600,12 +680,18 @@ impl Sinks {
             Interval::Last(maps),
         );
         let ring_drops = counters.ring_drops();
-        let untracked = match counters.untracked_flows() {
+        let mut untracked = match counters.untracked_flows() {
             0 => String::new(),
             n => {
                 format!(", {n} connections not tracked (kernel flow table full: raise --max-flows)")
             }
         };
+        if self.rows_lost_disk_full > 0 {
+            untracked.push_str(&format!(
+                ", {} rows lost to a full disk",
+                self.rows_lost_disk_full
+            ));
+        }
         let summary = format!(
             "{} flows ({} still open), {} RTT samples, {} retransmits, {} state changes, {} events lost to a full ring buffer{untracked}; {} files under {}",
             self.closed.flows,
