@@ -77,6 +77,29 @@ def test_qp_lifecycle_becomes_a_flow(fake_verbs, tmp_path):
     assert done == [(1, "SUCCESS", "SEND", True), (2, "SUCCESS", "RDMA_WRITE", True), (99, "RETRY_EXC_ERR", "SEND", True)]
 
 
+def test_queue_pairs_beyond_the_kernel_table_are_counted_not_lost_silently(fake_verbs, tmp_path):
+    """20,000 QPs against a 16,384-entry per-QP table left 3,712 QPs' traffic missing without a
+    word. Scaled down with --max-qps: every QP is either in qp_traffic or counted as evicted."""
+    lib, driver = fake_verbs
+    qps, limit = 1500, 1024
+    proc = subprocess.Popen([str(driver), str(qps)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    rec = Recorder(tmp_path / "out", "--verbs-lib", str(lib), "--verbs-provider-lib", str(lib), "--max-qps", str(limit),
+                   "--pid", str(proc.pid), "--no-gpu", "--port", "1")
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "done"
+    assert rec.stop() == 0, rec.stderr  # while the QPs are still alive
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    proc.wait(timeout=30)
+    kept = rec.query(f"SELECT count(*), sum(bytes_posted) FROM read_parquet('{rec.out}/qp_traffic/*.parquet') WHERE pid = {proc.pid}")[0]
+    evicted = rec.query("SELECT qps_evicted FROM capture")[0][0]
+    assert kept[0] <= limit and kept[0] + evicted == qps, (kept, evicted)
+    assert kept[1] == kept[0] * 1000
+    assert f"{evicted} RDMA QPs' data-path totals evicted" in rec.stderr.strip().splitlines()[-1], rec.stderr
+
+
 def test_library_without_the_symbols_is_reported_per_function(tmp_path):
     libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
     rec = Recorder(tmp_path, "--verbs-lib", libc, "--verbs-provider-lib", libc, "--no-gpu", "--port", "1")

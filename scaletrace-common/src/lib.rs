@@ -29,7 +29,13 @@ pub const STAT_FILTERED_FLOWS: u32 = 3 * EVENT_KINDS;
 /// Connections that could not be tracked because the flow map was full (counted once each, when
 /// established).
 pub const STAT_FLOW_MAP_FULL: u32 = 3 * EVENT_KINDS + 1;
-pub const STAT_SLOTS: u32 = 3 * EVENT_KINDS + 2;
+/// QPs given an entry in the per-QP data-path table (`QP_TRAFFIC`, an LRU map): those no longer
+/// in it at the end were evicted with their traffic.
+pub const STAT_QP_TRACKED: u32 = 3 * EVENT_KINDS + 2;
+pub const STAT_SLOTS: u32 = 3 * EVENT_KINDS + 3;
+
+/// Default capacity of the per-QP data-path table (`record --max-qps` sets it at load time).
+pub const MAX_QPS: u32 = 16_384;
 
 /// Default capacity of the in-kernel flow table (`record --max-flows` sets it at load time).
 pub const MAX_FLOWS: u32 = 65_536;

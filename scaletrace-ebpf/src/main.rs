@@ -831,7 +831,7 @@ verbs_probes! {
 // ---------------------------------------------------------------------------------------------
 
 #[map]
-static QP_TRAFFIC: LruHashMap<QpKey, QpTraffic> = LruHashMap::with_max_entries(16_384, 0);
+static QP_TRAFFIC: LruHashMap<QpKey, QpTraffic> = LruHashMap::with_max_entries(MAX_QPS, 0);
 
 /// Post time of each work request in flight, for completion latency.
 #[map]
@@ -851,6 +851,9 @@ fn qp_traffic(key: &QpKey) -> Option<&'static mut QpTraffic> {
         ..QpTraffic::default()
     };
     QP_TRAFFIC.insert(key, &fresh, 0).ok()?;
+    // LRU: a full table evicts the least recently used QP, traffic and all; the loader tells
+    // how many from this count and what is left at the end.
+    count(STAT_QP_TRACKED);
     QP_TRAFFIC.get_ptr_mut(key).map(|t| unsafe { &mut *t })
 }
 

@@ -111,6 +111,7 @@ pub fn load_and_attach(
     mut config: Config,
     ring_bytes: u32,
     max_flows: u32,
+    max_qps: u32,
     tracefs_root: &Path,
     cgroup: &Path,
 ) -> Result<Capture> {
@@ -132,6 +133,7 @@ pub fn load_and_attach(
         .map_max_entries("EVENTS", ring_bytes)
         .map_max_entries("FLOWS", max_flows)
         .map_max_entries("TRACKED", max_flows)
+        .map_max_entries("QP_TRAFFIC", max_qps)
         .load(EBPF_OBJECT)
         .context("loading the eBPF object into the kernel failed")?;
 

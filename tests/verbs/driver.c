@@ -3,19 +3,49 @@
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 int mlx5_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
 int mlx5_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
 
-int main(void) {
+/* `driver N`: N queue pairs, each with one posted request and its completion, all alive until
+ * the end (more QPs than the kernel's per-QP table holds). */
+static int many_qps(int n) {
+    struct ibv_device dev;
+    memset(&dev, 0, sizeof(dev));
+    strcpy(dev.name, "mlx5_7");
+    struct ibv_context *ctx = ibv_open_device(&dev);
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    static char buf[4096];
+    ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+    struct ibv_cq *cq = ibv_create_cq(ctx, 256, NULL, NULL, 0);
+    struct ibv_qp_init_attr init = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC};
+    struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = 1000};
+    for (int i = 0; i < n; i++) {
+        struct ibv_qp *qp = ibv_create_qp(pd, &init);
+        struct ibv_send_wr wr = {.wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND};
+        struct ibv_send_wr *bad_wr = NULL;
+        mlx5_post_send(qp, &wr, &bad_wr);
+        struct ibv_wc wc[1];
+        mlx5_poll_cq(cq, 1, wc);
+    }
+    printf("done\n");
+    fflush(stdout);
+    getchar();
+    return 0;
+}
+
+int main(int argc, char **argv) {
     struct ibv_device dev;
     memset(&dev, 0, sizeof(dev));
     strcpy(dev.name, "mlx5_7");
     printf("ready\n");
     fflush(stdout);
     getchar();
+    if (argc > 1)
+        return many_qps(atoi(argv[1]));
 
     struct ibv_context *ctx = ibv_open_device(&dev);
     struct ibv_pd *pd = ibv_alloc_pd(ctx);

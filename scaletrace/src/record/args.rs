@@ -82,6 +82,13 @@ pub struct RecordArgs {
           value_parser = clap::value_parser!(u32).range(1024..=4_194_304))]
     pub max_flows: u32,
 
+    /// Most RDMA queue pairs whose data path (posts, bytes, completions) is aggregated in the
+    /// kernel (about 100 bytes each). Beyond it the least recently used QP is evicted with its
+    /// totals; how many is counted in `capture.qps_evicted` and said at the end.
+    #[arg(long, default_value_t = scaletrace_common::MAX_QPS, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1024..=1_048_576))]
+    pub max_qps: u32,
+
     /// GPU sampling interval (NVML), 10ms or more. GPUs are sampled when NVML finds any.
     #[arg(long, default_value = "100ms", value_parser = parse_gpu_interval)]
     pub gpu_interval: Duration,

@@ -162,6 +162,7 @@ pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
         config,
         args.ring_buffer_kib * 1024,
         args.max_flows,
+        args.max_qps,
         &tracefs_root,
         &cgroup,
     )?;

@@ -497,6 +497,22 @@ impl Sinks {
             Interval::Rotation(rows) => (rows, None),
             Interval::Last(maps) => (Vec::new(), Some(maps)),
         };
+        // Per-QP data-path totals live in the kernel map until the end of the run.
+        let host = self.node.hostname.clone();
+        let qp_traffic: Option<Vec<QpTrafficRow>> = maps.as_ref().map(|m| {
+            m.qp_traffic
+                .iter()
+                .filter_map(|r| r.ok())
+                .map(|(key, traffic)| crate::verbs::traffic_row(&key, &traffic, &host))
+                .collect()
+        });
+        // Every QP that got an entry and has none now was evicted (the LRU map never shrinks
+        // otherwise), its totals with it.
+        let qps_evicted = qp_traffic.as_ref().map_or(0, |rows| {
+            counters
+                .get(STAT_QP_TRACKED)
+                .saturating_sub(rows.len() as u64)
+        });
         let mut first_error: Option<anyhow::Error> = None;
         let mut note = |r: Result<()>| {
             if let Err(e) = r {
@@ -538,6 +554,7 @@ impl Sinks {
             flows_filtered_out: k.get(STAT_FILTERED_FLOWS),
             flows_untracked_map_full: k.untracked_flows(),
             rows_lost_disk_full,
+            qps_evicted,
             decode_errors: self.decode_errors - self.decode_errors_at_interval_start,
             clock_offset_ns: in_use.offset_ns,
             clock_error_ns: in_use.error_ns + drift + self.clock_steps_in_interval,
@@ -615,15 +632,7 @@ impl Sinks {
             // rotations only: at the end of the run open flows go to `flows` (`open_at_end`)
             table!(FlowSnapshotRow, snapshots);
         }
-        if let Some(maps) = maps {
-            // Per-QP data-path totals live in the kernel map until now.
-            let host = self.node.hostname.clone();
-            let rows: Vec<QpTrafficRow> = maps
-                .qp_traffic
-                .iter()
-                .filter_map(|r| r.ok())
-                .map(|(key, traffic)| crate::verbs::traffic_row(&key, &traffic, &host))
-                .collect();
+        if let Some(rows) = qp_traffic {
             table!(QpTrafficRow, rows);
         }
         table!(CaptureRow, [capture.clone()]);
@@ -691,6 +700,14 @@ impl Sinks {
                 ", {} rows lost to a full disk",
                 self.rows_lost_disk_full
             ));
+        }
+        if let Ok(c) = &capture {
+            if c.qps_evicted > 0 {
+                untracked.push_str(&format!(
+                    ", {} RDMA QPs' data-path totals evicted from the kernel table (raise --max-qps)",
+                    c.qps_evicted
+                ));
+            }
         }
         let summary = format!(
             "{} flows ({} still open), {} RTT samples, {} retransmits, {} state changes, {} events lost to a full ring buffer{untracked}; {} files under {}",
