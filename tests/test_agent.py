@@ -285,6 +285,7 @@ def test_links_planted_in_the_spool_are_never_written_through(net, tmp_path):
     elsewhere.mkdir()
     for name in ("status.json.partial", "scaletrace.prom.partial", "scaletrace.prom"):
         os.symlink(victim, spool / name)
+    os.chmod(spool, 0o1777)  # as a directory under /tmp would be
     agent = [BIN, "agent", "--out", str(spool), "--no-gpu", "--port", str(PORT), "--rotate-interval", "500ms",
              "--duration", "2s"]
     proc = subprocess.run(agent, capture_output=True, text=True, timeout=60)
@@ -294,6 +295,7 @@ def test_links_planted_in_the_spool_are_never_written_through(net, tmp_path):
     assert json.loads((spool / "status.json").read_text())["rotations_total"] >= 1
     assert not (spool / "scaletrace.prom").is_symlink()
     assert (spool / "status.json.partial").is_symlink(), "the agent removed a link it did not create"
+    assert f"--out {spool} is writable by other users" in proc.stderr, proc.stderr
 
     # a table directory that is a link: refused with one clear line, nothing written through it
     spool2 = tmp_path / "spool2"

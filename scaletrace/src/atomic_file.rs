@@ -54,6 +54,24 @@ pub fn create_dir_safely(root: &Path, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Whether users other than the owner may create and rename files in `dir` (group- or
+/// world-writable): there, as root, only names created new are safe, and the data can still be
+/// tampered with after it is written.
+pub fn writable_by_others(dir: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o022 != 0)
+}
+
+/// Says so once at start, as system daemons do, when an output directory is writable by others.
+pub fn warn_if_writable_by_others(dir: &Path, flag: &str) {
+    if writable_by_others(dir) {
+        log::warn!(
+            "{flag} {} is writable by other users: scaletrace never follows or replaces their files there, but they can alter what it writes; prefer a directory only root can write",
+            dir.display()
+        );
+    }
+}
+
 fn check_real_dir(p: &Path) -> Result<()> {
     let meta = std::fs::symlink_metadata(p).with_context(|| format!("reading {}", p.display()))?;
     if meta.file_type().is_symlink() {
@@ -123,6 +141,18 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn directories_others_can_write_are_recognised() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let d = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(!writable_by_others(d.path()));
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(writable_by_others(d.path()));
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o775)).unwrap();
+        assert!(writable_by_others(d.path()));
+    }
     use std::os::unix::fs::symlink;
 
     #[test]

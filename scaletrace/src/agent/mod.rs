@@ -104,6 +104,10 @@ pub fn run(args: AgentArgs) -> Result<()> {
             status_dir.display()
         )
     })?;
+    crate::atomic_file::warn_if_writable_by_others(&out, "--out");
+    if status_dir != out {
+        crate::atomic_file::warn_if_writable_by_others(&status_dir, "--status-dir");
+    }
     match &target {
         Some(t) => log::info!("uploading completed files to {}", t.description),
         None => log::info!("no --upload: completed files stay in {}", out.display()),

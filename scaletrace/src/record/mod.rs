@@ -219,7 +219,11 @@ pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
     };
     let mut service = match agent {
         Some(a) => Some(Service::start(a, &node.hostname, &run_id, gpu_output)?),
-        None => None,
+        None => {
+            // (the agent checks its directories itself)
+            crate::atomic_file::warn_if_writable_by_others(&args.out, "--out");
+            None
+        }
     };
     log::info!(
         "recording to {} (run {run_id}); hooks: {}",
