@@ -16,6 +16,12 @@ fn main() -> anyhow::Result<()> {
         root_dir,
         ..Default::default()
     };
+    // aya-build relays everything the nested cargo prints on stderr as `cargo:warning=` lines,
+    // so its progress ("Compiling ...", "Finished ...") made every eBPF rebuild print dozens of
+    // warnings. Quiet, it prints only real diagnostics (errors, and warnings of the eBPF code,
+    // which still reach the build output).
+    // SAFETY (edition 2024 marks set_var unsafe): a build script is single-threaded here.
+    unsafe { std::env::set_var("CARGO_TERM_QUIET", "true") };
     aya_build::build_ebpf([package], aya_build::Toolchain::default()).context(
         "building the eBPF programs failed; run `cargo xtask setup` to install nightly rust-src, \
          llvm-22 and bpf-linker",
