@@ -155,7 +155,6 @@ pub struct FlowStats {
     pub bytes_acked: u64,
     pub bytes_received: u64,
     pub srtt_sum_us: u64,
-    pub pid: u32,
     pub segs_out: u32,
     pub segs_in: u32,
     pub data_segs_out: u32,
@@ -171,11 +170,10 @@ pub struct FlowStats {
     /// Retransmit timeouts (BPF_SOCK_OPS_RTO_CB): the loss recovery that stalls a flow for at
     /// least the minimum RTO (200 ms on Linux), unlike fast retransmits.
     pub rto_count: u32,
-    pub comm: [u8; 16],
     pub direction: u8,
     /// 1 when the flow closed but its end event could not be sent: userspace sweeps these.
     pub closed_unsent: u8,
-    pub _pad: [u8; 2],
+    pub _pad: [u8; 6],
     /// Kernel monotonic ns of the first timeout of the current stall; 0 when none is pending.
     pub rto_at_ns: u64,
     /// Sum over stalls of the time from their first timeout to the next ACK that carried an
@@ -457,7 +455,7 @@ mod layout_tests {
         assert_eq!(size_of::<TracepointOffsets>(), 22);
         assert_eq!(size_of::<Config>(), 136);
         assert_eq!(size_of::<FlowTuple>(), 40);
-        assert_eq!(size_of::<FlowStats>(), 192);
+        assert_eq!(size_of::<FlowStats>(), 176);
         assert_eq!(size_of::<EventHeader>(), 16);
         assert_eq!(size_of::<RttSampleEvent>(), 88);
         assert_eq!(size_of::<RetransmitEvent>(), 72);
