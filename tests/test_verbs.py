@@ -100,6 +100,42 @@ def test_queue_pairs_beyond_the_kernel_table_are_counted_not_lost_silently(fake_
     assert f"{evicted} RDMA QPs' data-path totals evicted" in rec.stderr.strip().splitlines()[-1], rec.stderr
 
 
+def test_the_agent_snapshots_live_queue_pairs_at_every_rotation(fake_verbs, tmp_path):
+    """`qp_traffic` is written at the end of a run: a training job's QPs live for days. The agent
+    writes each QP's counters at every rotation, with deltas that add up to them."""
+    import duckdb
+    import signal
+    lib, driver = fake_verbs
+    proc = subprocess.Popen([str(driver), "5"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    spool = tmp_path / "spool"
+    agent = subprocess.Popen([os.environ.get("SCALETRACE_BIN", os.path.join(HERE, "..", "target", "release", "scaletrace")),
+                              "agent", "--out", str(spool), "--verbs-lib", str(lib), "--verbs-provider-lib", str(lib),
+                              "--pid", str(proc.pid), "--no-gpu", "--port", "1", "--rotate-interval", "300ms"],
+                             stderr=subprocess.PIPE, text=True)
+    log = []
+    while "recording to" not in (line := agent.stderr.readline()):
+        assert line, "".join(log)
+        log.append(line)
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "done"
+    import time
+    time.sleep(1.5)  # a few rotations while the QPs are alive
+    rows = duckdb.connect().execute(f"""
+        SELECT qp_num, count(*), max(bytes_posted), sum(bytes_posted_delta), max(completions), sum(completions_delta)
+        FROM read_parquet('{spool}/table=qp_snapshots/**/*.parquet') WHERE pid = {proc.pid} GROUP BY qp_num""").fetchall()
+    agent.send_signal(signal.SIGTERM)
+    err = agent.communicate(timeout=60)[1]
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    proc.wait(timeout=30)
+    assert agent.returncode == 0, err
+    assert len(rows) == 5, rows
+    for qp_num, snapshots, sent, sent_deltas, done, done_deltas in rows:
+        assert snapshots >= 2 and sent == sent_deltas == 1000 and done == done_deltas == 1, rows
+
+
 def test_library_without_the_symbols_is_reported_per_function(tmp_path):
     libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
     rec = Recorder(tmp_path, "--verbs-lib", libc, "--verbs-provider-lib", libc, "--no-gpu", "--port", "1")

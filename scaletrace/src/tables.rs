@@ -193,6 +193,48 @@ impl Table for FlowSnapshotRow {
     }
 }
 
+/// One RDMA queue pair's data-path counters at an agent rotation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QpSnapshotRow {
+    pub host: String,
+    pub ts: i64,
+    pub pid: u32,
+    pub qp_num: u32,
+    pub wrs_posted: u64,
+    pub bytes_posted: u64,
+    pub completions: u64,
+    pub completion_errors: u64,
+    pub wrs_posted_delta: u64,
+    pub bytes_posted_delta: u64,
+    pub completions_delta: u64,
+    pub completion_errors_delta: u64,
+}
+
+impl Table for QpSnapshotRow {
+    const NAME: &'static str = "qp_snapshots";
+    const DESCRIPTION: &'static str =
+        "`agent` only: one row per RDMA queue pair in the kernel's per-QP table at each rotation, \
+        with its data-path counters so far and what changed since the previous rotation (since \
+        the QP's first post, in its first row). `qp_traffic` carries the totals at the end of the \
+        run; these rows put a long-lived QP's traffic in the store while it runs.";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            ts_col("ts", "When the counters were read (the rotation).", |r| r.ts),
+            u32_col("pid", "", "Process (tgid) that posted on the QP; with `qp_num` joins to `qp_traffic` and `qps`.", |r| r.pid),
+            u32_col("qp_num", "", "Queue pair number.", |r| r.qp_num),
+            u64_col("wrs_posted", "count", "Work requests posted so far.", |r| r.wrs_posted),
+            u64_col("bytes_posted", "bytes", "Bytes in the posted requests' scatter/gather lists so far.", |r| r.bytes_posted),
+            u64_col("completions", "count", "Completions polled so far.", |r| r.completions),
+            u64_col("completion_errors", "count", "Completions with an error status so far.", |r| r.completion_errors),
+            u64_col("wrs_posted_delta", "count", "`wrs_posted` since the previous snapshot.", |r| r.wrs_posted_delta),
+            u64_col("bytes_posted_delta", "bytes", "`bytes_posted` since the previous snapshot.", |r| r.bytes_posted_delta),
+            u64_col("completions_delta", "count", "`completions` since the previous snapshot.", |r| r.completions_delta),
+            u64_col("completion_errors_delta", "count", "`completion_errors` since the previous snapshot.", |r| r.completion_errors_delta),
+        ]
+    }
+}
+
 /// A sampled RTT/congestion-state snapshot of one flow.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RttRow {
@@ -1098,6 +1140,7 @@ pub fn catalog() -> Vec<TableInfo> {
         info::<VerbsCallRow>(),
         info::<QpRow>(),
         info::<QpTrafficRow>(),
+        info::<QpSnapshotRow>(),
         info::<VerbsCompletionRow>(),
         info::<GpuDeviceRow>(),
         info::<GpuSampleRow>(),

@@ -407,7 +407,7 @@ async fn event_loop(
                     );
                 }
                 status.update(started.elapsed(), sinks, maps.flows.keys().count(), &counters);
-                let ticked = rotation.on_tick(sinks, &counters, &maps.flows);
+                let ticked = rotation.on_tick(sinks, &counters, maps);
                 rotation.survive_disk_full(sinks, ticked)?;
             }
             _ = signals.sigint.recv() => break "SIGINT",

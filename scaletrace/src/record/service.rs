@@ -205,7 +205,7 @@ impl Rotation<'_> {
         &mut self,
         sinks: &mut Sinks,
         counters: &KernelCounters,
-        flows: &aya::maps::HashMap<aya::maps::MapData, u64, scaletrace_common::FlowStats>,
+        maps: &super::KernelMaps,
     ) -> Result<()> {
         let Some(service) = self.service.as_deref_mut() else {
             return Ok(());
@@ -225,7 +225,7 @@ impl Rotation<'_> {
                 service.last_rotation = Instant::now();
             }
         } else if service.due(sinks) {
-            sinks.rotate(counters, self.hooks, flows)?;
+            sinks.rotate(counters, self.hooks, maps)?;
             service.rotations += 1;
             service.last_rotation = Instant::now();
             if let Some(g) = self.gpus.take() {

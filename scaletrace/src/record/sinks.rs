@@ -29,8 +29,15 @@ const CLOCK_STEP_NS: i64 = 100_000_000;
 /// How an interval ends: at a rotation, with the open flows' snapshots; or at the end of the
 /// run, with the kernel maps whose remaining QPs and per-QP totals are written.
 enum Interval<'a> {
-    Rotation(Vec<FlowSnapshotRow>),
+    Rotation(Snapshots),
     Last(&'a mut KernelMaps),
+}
+
+/// What is still open at a rotation.
+#[derive(Default)]
+struct Snapshots {
+    flows: Vec<FlowSnapshotRow>,
+    qps: Vec<QpSnapshotRow>,
 }
 
 /// The files of one interval (the whole run for `record`).
@@ -136,6 +143,8 @@ pub struct Sinks {
     /// The open interval was dropped for a full disk and no new files could be created yet:
     /// events are counted as lost until `try_resume` succeeds.
     disk_full: bool,
+    /// Each QP's counters at its previous snapshot (requests, bytes, completions, errors).
+    qp_snapshot_prev: std::collections::HashMap<QpKey, [u64; 4]>,
     /// Each open flow's counters at its previous snapshot (bytes sent, received, retransmits).
     snapshot_prev: std::collections::HashMap<u64, (u64, u64, u32)>,
     /// Files completed so far (every table, every interval).
@@ -196,6 +205,7 @@ impl Sinks {
             decode_errors_at_interval_start: 0,
             closed: Totals::default(),
             snapshot_prev: Default::default(),
+            qp_snapshot_prev: Default::default(),
             clock_steps_in_interval: 0,
             rows_lost_disk_full: 0,
             rows_lost_at_interval_start: 0,
@@ -449,22 +459,69 @@ impl Sinks {
         rows
     }
 
+    /// A row per QP in the kernel's per-QP table, with what changed since its previous
+    /// snapshot; QPs gone since (evicted) are forgotten.
+    fn snapshot_qps(
+        &mut self,
+        qps: &BpfHashMap<MapData, QpKey, QpTraffic>,
+        now_utc: i64,
+    ) -> Vec<QpSnapshotRow> {
+        let mut prev = std::mem::take(&mut self.qp_snapshot_prev);
+        let mut rows = Vec::new();
+        for (key, t) in qps.iter().filter_map(|r| r.ok()) {
+            let now = [
+                t.wrs_posted,
+                t.bytes_posted,
+                t.completions,
+                t.completion_errors,
+            ];
+            let before = prev.remove(&key).unwrap_or_default();
+            let delta: Vec<u64> = now
+                .iter()
+                .zip(before)
+                .map(|(n, b)| n.saturating_sub(b))
+                .collect();
+            self.qp_snapshot_prev.insert(key, now);
+            rows.push(QpSnapshotRow {
+                host: self.node.hostname.clone(),
+                ts: now_utc,
+                pid: key.tgid,
+                qp_num: key.qp_num,
+                wrs_posted: now[0],
+                bytes_posted: now[1],
+                completions: now[2],
+                completion_errors: now[3],
+                wrs_posted_delta: delta[0],
+                bytes_posted_delta: delta[1],
+                completions_delta: delta[2],
+                completion_errors_delta: delta[3],
+            });
+        }
+        rows
+    }
+
     /// Closes the open interval's files and opens the next interval's (agent rotation), with a
-    /// snapshot of every flow still open. The next files are created first: if that fails the
+    /// snapshot of every flow still open and every QP. The next files are created first: if that fails the
     /// current ones stay open.
     pub fn rotate(
         &mut self,
         counters: &KernelCounters,
         hooks: &Hooks,
-        flows: &BpfHashMap<MapData, u64, FlowStats>,
+        maps: &KernelMaps,
     ) -> Result<()> {
         let end_utc = now_ns(libc::CLOCK_REALTIME);
         let next = self.layout.next(end_utc);
         let writers = Writers::create(&next, &self.metadata)?;
         let old = self.writers.replace(writers).context(CLOSED)?;
         let old_layout = std::mem::replace(&mut self.layout, next);
-        let snapshots =
-            self.snapshot_open_flows(flows, now_ns(libc::CLOCK_MONOTONIC) as u64, end_utc);
+        let snapshots = Snapshots {
+            flows: self.snapshot_open_flows(
+                &maps.flows,
+                now_ns(libc::CLOCK_MONOTONIC) as u64,
+                end_utc,
+            ),
+            qps: self.snapshot_qps(&maps.qp_traffic, end_utc),
+        };
         let result = self.close_interval(
             old,
             &old_layout,
@@ -495,7 +552,7 @@ impl Sinks {
     ) -> Result<CaptureRow> {
         let (snapshots, maps) = match interval {
             Interval::Rotation(rows) => (rows, None),
-            Interval::Last(maps) => (Vec::new(), Some(maps)),
+            Interval::Last(maps) => (Snapshots::default(), Some(maps)),
         };
         // Per-QP data-path totals live in the kernel map until the end of the run.
         let host = self.node.hostname.clone();
@@ -630,7 +687,8 @@ impl Sinks {
         table!(InterfaceRow, interfaces);
         if maps.is_none() {
             // rotations only: at the end of the run open flows go to `flows` (`open_at_end`)
-            table!(FlowSnapshotRow, snapshots);
+            table!(FlowSnapshotRow, snapshots.flows);
+            table!(QpSnapshotRow, snapshots.qps);
         }
         if let Some(rows) = qp_traffic {
             table!(QpTrafficRow, rows);
