@@ -313,10 +313,17 @@ def test_a_full_flow_table_counts_each_untracked_connection_once_and_says_so(net
     assert client.stdout.strip() == "done", client.stderr
     server.wait(timeout=60)
     assert rec.stop() == 0, rec.stderr
-    flows = rec.query(f"SELECT count(*) FROM flows WHERE remote_port = {port}")[0][0]
+    flows = rec.query(f"SELECT count(*) FROM flows WHERE remote_port = {port} AND tracked")[0][0]
     untracked = rec.query("SELECT flows_untracked_map_full FROM capture")[0][0]
     assert flows == limit, flows
     assert flows + untracked == held + short, (flows, untracked)
+    # ... and each untracked one still has its totals from its close: the byte it sent, counted
+    # as the kernel counts it for every flow (bytes_acked includes the SYN and the FIN)
+    sent_by_tracked = rec.query(f"SELECT DISTINCT bytes_sent FROM flows WHERE remote_port = {port} AND tracked")
+    assert sent_by_tracked == [(3,)], sent_by_tracked
+    totals = rec.query(f"""SELECT count(*), min(bytes_sent), max(bytes_sent), max(rtt_updates), max(duration_ns)
+                           FROM flows WHERE remote_port = {port} AND NOT tracked""")[0]
+    assert totals == (untracked, 3, 3, 0, 0), totals
     warnings = [l for l in rec.stderr.splitlines() if "flow table is full" in l]
     assert len(warnings) == 1 and "--max-flows" in warnings[0], rec.stderr
     assert f"{untracked} connections not tracked" in rec.stderr.strip().splitlines()[-1], rec.stderr

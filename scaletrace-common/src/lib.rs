@@ -173,7 +173,10 @@ pub struct FlowStats {
     pub direction: u8,
     /// 1 when the flow closed but its end event could not be sent: userspace sweeps these.
     pub closed_unsent: u8,
-    pub _pad: [u8; 6],
+    /// 1 for a matching connection that found the flow table full: no entry, only its counters
+    /// at close (sent straight from the close callback).
+    pub untracked: u8,
+    pub _pad: [u8; 5],
     /// Kernel monotonic ns of the first timeout of the current stall; 0 when none is pending.
     pub rto_at_ns: u64,
     /// Sum over stalls of the time from their first timeout to the next ACK that carried an

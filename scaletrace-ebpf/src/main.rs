@@ -298,6 +298,9 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, first_look: bool) -> Result<(
         if ctx.op() != BPF_SOCK_OPS_TCP_CONNECT_CB {
             count(STAT_FLOW_MAP_FULL);
         }
+        // Its totals can still be had when it closes: the close callback reads the socket's
+        // own counters (`end_untracked_flow`). Only state changes, no per-ACK callbacks.
+        let _ = ctx.set_cb_flags((ctx.cb_flags() | BPF_SOCK_OPS_STATE_CB_FLAG) as i32);
         return Ok(());
     }
     debug!(
@@ -419,11 +422,57 @@ fn on_rto(ctx: &SockOpsContext) -> Result<(), i64> {
     Ok(())
 }
 
+/// A matching connection without a flow-table entry closes (the table was full when it
+/// started, or its callbacks were enabled by an earlier run): its counters at close, sent as a
+/// flow end marked `untracked`. Nothing to keep, so nothing to sweep if the ring is full.
+#[inline(always)]
+fn end_untracked_flow(ctx: &SockOpsContext, cookie: u64) -> Result<(), i64> {
+    let tuple = sockops_tuple(ctx.ops);
+    let netns_cookie = unsafe { bpf_get_netns_cookie(ctx.as_ptr()) };
+    let wanted_netns = cfg!(netns_cookie);
+    if !port_matches(&tuple)
+        || !cidr_matches(&tuple)
+        || (wanted_netns != 0 && wanted_netns != netns_cookie)
+    {
+        return Ok(());
+    }
+    let Some(scratch) = SCRATCH_FLOW.get_ptr_mut(0) else {
+        return Ok(());
+    };
+    unsafe { core::ptr::write_bytes(scratch, 0, 1) };
+    let flow = unsafe { &mut *scratch };
+    flow.tuple = tuple;
+    flow.cookie = cookie;
+    flow.netns_cookie = netns_cookie;
+    flow.srtt_min_us = u32::MAX;
+    flow.untracked = 1;
+    refresh_counters(unsafe { &*ctx.ops }, flow);
+    let now = unsafe { bpf_ktime_get_ns() };
+    flow.end_ns = now;
+    match EVENTS.reserve::<FlowEndEvent>(0) {
+        Some(mut entry) => {
+            let event = entry.as_mut_ptr();
+            unsafe {
+                (*event).header = EventHeader {
+                    kind: EVENT_FLOW_END,
+                    _pad: 0,
+                    ts_ns: now,
+                };
+                core::ptr::copy_nonoverlapping(scratch as *const FlowStats, &mut (*event).stats, 1);
+            }
+            entry.submit(0);
+            count(STAT_EMITTED + EVENT_FLOW_END);
+        }
+        None => count(STAT_RING_FULL + EVENT_FLOW_END),
+    }
+    Ok(())
+}
+
 #[inline(always)]
 fn end_flow(ctx: &SockOpsContext) -> Result<(), i64> {
     let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
     let Some(flow) = FLOWS.get_ptr_mut(cookie) else {
-        return Ok(());
+        return end_untracked_flow(ctx, cookie);
     };
     let flow = unsafe { &mut *flow };
     let ops = unsafe { &*ctx.ops };

@@ -79,17 +79,28 @@ impl Assembler {
             local_port: s.tuple.local_port,
             remote_addr: addr_string(s.tuple.family, &s.tuple.remote_addr),
             remote_port: s.tuple.remote_port,
-            direction: if s.direction == DIRECTION_PASSIVE {
-                "passive"
-            } else {
-                "active"
+            direction: match s.direction {
+                DIRECTION_PASSIVE => "passive",
+                DIRECTION_ACTIVE => "active",
+                // an untracked connection: the close callback does not say who opened it
+                _ => "unknown",
             },
             pid: owner.as_ref().map(|o| o.0),
             comm: owner.map(|o| o.1),
-            start: self.utc(s.start_ns),
+            // an untracked connection's start was never seen: its close stands for it
+            start: self.utc(if s.untracked != 0 {
+                s.end_ns
+            } else {
+                s.start_ns
+            }),
             end: closed.then(|| self.utc(s.end_ns)),
-            duration_ns: end_mono.saturating_sub(s.start_ns) as i64,
+            duration_ns: if s.untracked != 0 {
+                0
+            } else {
+                end_mono.saturating_sub(s.start_ns) as i64
+            },
             open_at_end: !closed,
+            tracked: s.untracked == 0,
             bytes_sent: s.bytes_acked,
             bytes_received: s.bytes_received,
             segs_out: s.segs_out,
