@@ -212,6 +212,49 @@ def test_flows_of_every_namespace_carry_its_name(net, tmp_path):
     assert {r[0] for r in rec2.query("SELECT netns FROM flows")} == {None}
 
 
+PAUSING_CLIENT = """
+import fcntl, socket, struct, sys, termios, time
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+def send_and_wait(n):
+    c.sendall(b'x' * n)
+    while struct.unpack('i', fcntl.ioctl(c.fileno(), termios.TIOCOUTQ, b'0000'))[0]:
+        time.sleep(0.01)
+send_and_wait(1 << 20)
+print('sent', flush=True)
+sys.stdin.readline()
+send_and_wait(1 << 20)
+c.close()
+print('done', flush=True)
+"""
+
+
+def test_a_connection_from_an_earlier_run_is_adopted(net, tmp_path):
+    """The agent restarted or upgraded while a job runs: its connections were invisible to the
+    new run. A connection whose callbacks the earlier run enabled is adopted at its next ACK,
+    with the socket's totals."""
+    server = Server(net, 5219)
+    first = Recorder(tmp_path / "first", "--netns", net.a, "--port", "5219")
+    client = subprocess.Popen(["ip", "netns", "exec", net.a, sys.executable, "-c", PAUSING_CLIENT, net.b_ip, "5219"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert client.stdout.readline().strip() == "sent"
+    assert first.stop() == 0, first.stderr
+    second = Recorder(tmp_path / "second", "--netns", net.a, "--port", "5219")
+    client.stdin.write("\n")
+    client.stdin.flush()
+    assert client.stdout.readline().strip() == "done"
+    client.wait(timeout=30)
+    received = server.received()[0]
+    assert second.stop() == 0, second.stderr
+    rows = second.query("SELECT adopted, tracked, direction, bytes_sent, rtt_updates FROM flows WHERE remote_port = 5219")
+    assert len(rows) == 1, rows
+    adopted, tracked, direction, sent, rtt_updates = rows[0]
+    assert adopted and tracked and direction == "unknown" and rtt_updates > 0, rows
+    # the socket's totals: both megabytes, the one sent before this run too (+ SYN and FIN)
+    assert received == 2 << 20 and sent == received + 2, (sent, received)
+    # the first run saw it open at its end, not adopted
+    assert first.query("SELECT adopted, open_at_end FROM flows WHERE remote_port = 5219") == [(False, True)]
+
+
 def test_cidr_filter(net, tmp_path):
     rec = Recorder(tmp_path, "--netns", net.a, "--cidr", "192.0.2.0/24")
     transfer(net, 5209, MB)

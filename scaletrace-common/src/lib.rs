@@ -176,7 +176,10 @@ pub struct FlowStats {
     /// 1 for a matching connection that found the flow table full: no entry, only its counters
     /// at close (sent straight from the close callback).
     pub untracked: u8,
-    pub _pad: [u8; 5],
+    /// 1 for a connection that was open before this run (its callbacks were enabled by an
+    /// earlier run): tracked from its first ACK in this run, with the socket's totals so far.
+    pub adopted: u8,
+    pub _pad: [u8; 4],
     /// Kernel monotonic ns of the first timeout of the current stall; 0 when none is pending.
     pub rto_at_ns: u64,
     /// Sum over stalls of the time from their first timeout to the next ACK that carried an

@@ -234,17 +234,17 @@ fn handle_sockops(ctx: &SockOpsContext) -> Result<(), i64> {
         return Ok(());
     }
     match op {
-        BPF_SOCK_OPS_TCP_CONNECT_CB => start_flow(ctx, DIRECTION_ACTIVE, true),
+        BPF_SOCK_OPS_TCP_CONNECT_CB => start_flow(ctx, DIRECTION_ACTIVE, Look::First),
         BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB => {
             // Connect happened before we attached, or the flow was not created: try now.
             let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
             if unsafe { FLOWS.get(cookie) }.is_none() {
                 // A flow filtered at connect() comes here too: count it only once.
-                start_flow(ctx, DIRECTION_ACTIVE, false)?;
+                start_flow(ctx, DIRECTION_ACTIVE, Look::Again)?;
             }
             Ok(())
         }
-        BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB => start_flow(ctx, DIRECTION_PASSIVE, true),
+        BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB => start_flow(ctx, DIRECTION_PASSIVE, Look::First),
         BPF_SOCK_OPS_RTT_CB => on_rtt(ctx),
         BPF_SOCK_OPS_RETRANS_CB => on_retransmit(ctx),
         BPF_SOCK_OPS_RTO_CB => on_rto(ctx),
@@ -259,8 +259,26 @@ fn handle_sockops(ctx: &SockOpsContext) -> Result<(), i64> {
     }
 }
 
+/// How a flow comes to `start_flow`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// connect() or the accept side's establishment: counted if filtered out
+    First,
+    /// establishment of an active open not seen (or not stored) at connect()
+    Again,
+    /// an ACK of a socket whose callbacks an earlier run enabled (an agent restart or upgrade
+    /// while a job runs): the connection is older than this run
+    Adopt,
+}
+
+/// This program's per-socket callbacks.
+const OUR_CB_FLAGS: u32 = BPF_SOCK_OPS_RTT_CB_FLAG
+    | BPF_SOCK_OPS_STATE_CB_FLAG
+    | BPF_SOCK_OPS_RETRANS_CB_FLAG
+    | BPF_SOCK_OPS_RTO_CB_FLAG;
+
 #[inline(always)]
-fn start_flow(ctx: &SockOpsContext, direction: u8, first_look: bool) -> Result<(), i64> {
+fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64> {
     let tuple = sockops_tuple(ctx.ops);
     let netns_cookie = unsafe { bpf_get_netns_cookie(ctx.as_ptr()) };
     let wanted_netns = cfg!(netns_cookie);
@@ -268,7 +286,12 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, first_look: bool) -> Result<(
         || !cidr_matches(&tuple)
         || (wanted_netns != 0 && wanted_netns != netns_cookie)
     {
-        if first_look {
+        if look == Look::Adopt {
+            // an earlier run's flow that this run's filters leave out: stop its callbacks
+            let _ = ctx.set_cb_flags((ctx.cb_flags() & !OUR_CB_FLAGS) as i32);
+            return Ok(());
+        }
+        if look == Look::First {
             count(STAT_FILTERED_FLOWS);
             debug!(
                 ctx,
@@ -290,6 +313,7 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, first_look: bool) -> Result<(
     stats.start_ns = unsafe { bpf_ktime_get_ns() };
     stats.srtt_min_us = u32::MAX;
     stats.direction = direction;
+    stats.adopted = (look == Look::Adopt) as u8;
     if FLOWS.insert(cookie, &*stats, 0).is_err() {
         // An active open comes here at connect() and again once established (where it is
         // retried): count it at the second look only, so each connection counts once. The
@@ -300,7 +324,8 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, first_look: bool) -> Result<(
         }
         // Its totals can still be had when it closes: the close callback reads the socket's
         // own counters (`end_untracked_flow`). Only state changes, no per-ACK callbacks.
-        let _ = ctx.set_cb_flags((ctx.cb_flags() | BPF_SOCK_OPS_STATE_CB_FLAG) as i32);
+        let flags = (ctx.cb_flags() & !OUR_CB_FLAGS) | BPF_SOCK_OPS_STATE_CB_FLAG;
+        let _ = ctx.set_cb_flags(flags as i32);
         return Ok(());
     }
     debug!(
@@ -312,12 +337,8 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, first_look: bool) -> Result<(
     );
     let _ = TRACKED.insert(tuple, cookie, 0);
     // Only matching flows pay for the per-ACK callbacks.
-    let flags = ctx.cb_flags()
-        | BPF_SOCK_OPS_RTT_CB_FLAG
-        | BPF_SOCK_OPS_STATE_CB_FLAG
-        | BPF_SOCK_OPS_RETRANS_CB_FLAG
-        | BPF_SOCK_OPS_RTO_CB_FLAG;
-    ctx.set_cb_flags(flags as i32).map_err(|e| e as i64)
+    ctx.set_cb_flags((ctx.cb_flags() | OUR_CB_FLAGS) as i32)
+        .map_err(|e| e as i64)
 }
 
 /// Copies the socket's cumulative counters into the flow aggregate.
@@ -337,7 +358,9 @@ fn refresh_counters(ops: &aya_ebpf::bindings::bpf_sock_ops, flow: &mut FlowStats
 fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
     let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
     let Some(flow) = FLOWS.get_ptr_mut(cookie) else {
-        return Ok(());
+        // Only sockets whose callbacks a scaletrace program enabled get here: one from an
+        // earlier run (the flags outlive it). Tracked from its next ACK on.
+        return start_flow(ctx, 0, Look::Adopt);
     };
     let flow = unsafe { &mut *flow };
     let ops = unsafe { &*ctx.ops };

@@ -101,6 +101,7 @@ impl Assembler {
             },
             open_at_end: !closed,
             tracked: s.untracked == 0,
+            adopted: s.adopted != 0,
             bytes_sent: s.bytes_acked,
             bytes_received: s.bytes_received,
             segs_out: s.segs_out,
