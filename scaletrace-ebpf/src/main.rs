@@ -286,11 +286,8 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
         || !cidr_matches(&tuple)
         || (wanted_netns != 0 && wanted_netns != netns_cookie)
     {
-        if look == Look::Adopt {
-            // an earlier run's flow that this run's filters leave out: stop its callbacks
-            let _ = ctx.set_cb_flags((ctx.cb_flags() & !OUR_CB_FLAGS) as i32);
-            return Ok(());
-        }
+        // (a flow another recorder enabled, that this one's filters leave out, comes here at
+        // each of its ACKs: its callbacks stay on, they are that recorder's)
         if look == Look::First {
             count(STAT_FILTERED_FLOWS);
             debug!(
@@ -319,13 +316,15 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
         // retried): count it at the second look only, so each connection counts once. The
         // loader warns once and names the flag that raises the limit; a warning per connection
         // here flooded the log.
-        if ctx.op() != BPF_SOCK_OPS_TCP_CONNECT_CB {
+        // An adopted flow retries at each ACK while the table is full: it is counted by its
+        // close instead (`end_untracked_flow`).
+        if ctx.op() != BPF_SOCK_OPS_TCP_CONNECT_CB && look != Look::Adopt {
             count(STAT_FLOW_MAP_FULL);
         }
         // Its totals can still be had when it closes: the close callback reads the socket's
-        // own counters (`end_untracked_flow`). Only state changes, no per-ACK callbacks.
-        let flags = (ctx.cb_flags() & !OUR_CB_FLAGS) | BPF_SOCK_OPS_STATE_CB_FLAG;
-        let _ = ctx.set_cb_flags(flags as i32);
+        // own counters (`end_untracked_flow`). Only state changes, no per-ACK callbacks (flags
+        // are only ever added: another recorder may be tracking the same socket).
+        let _ = ctx.set_cb_flags((ctx.cb_flags() | BPF_SOCK_OPS_STATE_CB_FLAG) as i32);
         return Ok(());
     }
     debug!(
