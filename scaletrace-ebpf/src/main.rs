@@ -471,23 +471,30 @@ fn end_untracked_flow(ctx: &SockOpsContext, cookie: u64) -> Result<(), i64> {
     refresh_counters(unsafe { &*ctx.ops }, flow);
     let now = unsafe { bpf_ktime_get_ns() };
     flow.end_ns = now;
-    match EVENTS.reserve::<FlowEndEvent>(0) {
-        Some(mut entry) => {
-            let event = entry.as_mut_ptr();
-            unsafe {
-                (*event).header = EventHeader {
-                    kind: EVENT_FLOW_END,
-                    _pad: 0,
-                    ts_ns: now,
-                };
-                core::ptr::copy_nonoverlapping(scratch as *const FlowStats, &mut (*event).stats, 1);
-            }
-            entry.submit(0);
-            count(STAT_EMITTED + EVENT_FLOW_END);
-        }
-        None => count(STAT_RING_FULL + EVENT_FLOW_END),
-    }
+    emit_flow_end(flow, now);
     Ok(())
+}
+
+/// Sends a flow's final aggregate; false (counted) when the ring is full. Written in place: a
+/// FlowEndEvent on the stack would not fit the 512-byte eBPF stack.
+#[inline(always)]
+fn emit_flow_end(flow: &FlowStats, now: u64) -> bool {
+    let Some(mut entry) = EVENTS.reserve::<FlowEndEvent>(0) else {
+        count(STAT_RING_FULL + EVENT_FLOW_END);
+        return false;
+    };
+    let event = entry.as_mut_ptr();
+    unsafe {
+        (*event).header = EventHeader {
+            kind: EVENT_FLOW_END,
+            _pad: 0,
+            ts_ns: now,
+        };
+        core::ptr::copy_nonoverlapping(flow as *const FlowStats, &mut (*event).stats, 1);
+    }
+    entry.submit(0);
+    count(STAT_EMITTED + EVENT_FLOW_END);
+    true
 }
 
 #[inline(always)]
@@ -502,28 +509,7 @@ fn end_flow(ctx: &SockOpsContext) -> Result<(), i64> {
     let now = unsafe { bpf_ktime_get_ns() };
     flow.end_ns = now;
     let _ = TRACKED.remove(flow.tuple);
-    // Written in place: a FlowEndEvent on the stack would not fit the 512-byte eBPF stack.
-    let sent = match EVENTS.reserve::<FlowEndEvent>(0) {
-        Some(mut entry) => {
-            let event = entry.as_mut_ptr();
-            unsafe {
-                (*event).header = EventHeader {
-                    kind: EVENT_FLOW_END,
-                    _pad: 0,
-                    ts_ns: now,
-                };
-                core::ptr::copy_nonoverlapping(flow as *const FlowStats, &mut (*event).stats, 1);
-            }
-            entry.submit(0);
-            count(STAT_EMITTED + EVENT_FLOW_END);
-            true
-        }
-        None => {
-            count(STAT_RING_FULL + EVENT_FLOW_END);
-            false
-        }
-    };
-    if sent {
+    if emit_flow_end(flow, now) {
         let _ = FLOWS.remove(cookie);
     } else {
         // Keep it: userspace sweeps closed flows from the map, so no flow is lost.
