@@ -203,6 +203,18 @@ def test_paths_with_glob_characters_links_and_backslashes_are_read_as_paths(tmp_
     assert f": {files} files," in header and losses, header
 
 
+def test_memory_limit_spills_or_says_what_to_do(tmp_path):
+    """1,024 nodes x 10 min was killed by the kernel at 24 GB with no word of analyze's own."""
+    fleet = scenarios.generate(str(tmp_path / "fleet"), ["loss_burst"])
+    proc = analyze(fleet, "--no-report", "--memory-limit", "500MB", "--temp-dir", str(tmp_path / "spill"))
+    assert "Loss bursts: 1 finding(s)" in proc.stderr
+    for limit, expected in (("1MB", "DuckDB ran out of memory (--memory-limit 1MB): raise --memory-limit"),
+                            ("lots", "--memory-limit / --temp-dir: Parser Error")):
+        proc = analyze(fleet, "--no-report", "--memory-limit", limit, check=False)
+        assert proc.returncode != 0 and expected in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
 def test_recorded_loss_hot_spot_is_found(tmp_path):
     """Real capture: two peers, one behind 3 % random loss; analyze names the lossy peer."""
     clean, lossy = NetPair(), NetPair()

@@ -102,8 +102,13 @@ pub fn run(args: MergeArgs) -> Result<()> {
     if window_ns < 1_000 {
         bail!("--window must be at least 1 µs");
     }
-    let (db, sources) =
-        analyze::prepare(&args.paths, args.window, &[], args.duckdb_lib.as_deref())?;
+    let (db, sources) = analyze::prepare(
+        &args.paths,
+        args.window,
+        &[],
+        args.duckdb_lib.as_deref(),
+        &Default::default(),
+    )?;
     if !["rtt", "retransmits", "gpu_events"]
         .iter()
         .any(|t| sources.has(t))

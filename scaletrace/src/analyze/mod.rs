@@ -56,6 +56,53 @@ pub struct AnalyzeArgs {
     /// /usr/local/lib, then the loader's search path).
     #[arg(long)]
     pub duckdb_lib: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub resources: Resources,
+}
+
+/// How much of the machine DuckDB may use: a fleet's hour of data does not fit in memory.
+#[derive(Debug, Args, Default, Clone)]
+pub struct Resources {
+    /// Most memory DuckDB may use, e.g. 8GB (default: 80 % of RAM). Beyond it, it spills to
+    /// --temp-dir.
+    #[arg(long, value_name = "SIZE")]
+    pub memory_limit: Option<String>,
+
+    /// Where DuckDB spills what does not fit in memory (default: .tmp in the current
+    /// directory). Give it a disk with room.
+    #[arg(long, value_name = "DIR")]
+    pub temp_dir: Option<PathBuf>,
+}
+
+impl Resources {
+    fn settings_sql(&self) -> String {
+        let mut sql = String::new();
+        if let Some(limit) = &self.memory_limit {
+            sql.push_str(&format!("SET memory_limit = {};\n", sources::quote(limit)));
+        }
+        if let Some(dir) = &self.temp_dir {
+            sql.push_str(&format!(
+                "SET temp_directory = {};\n",
+                sources::quote(&dir.display().to_string())
+            ));
+        }
+        sql
+    }
+
+    /// An out-of-memory error of DuckDB's, with what to do about it; other errors unchanged.
+    fn explain(&self, e: anyhow::Error) -> anyhow::Error {
+        if !e.chain().any(|c| c.to_string().contains("Out of Memory")) {
+            return e;
+        }
+        anyhow::anyhow!(
+            "DuckDB ran out of memory ({}): raise --memory-limit, or give --temp-dir a disk with room to spill to (DuckDB: {})",
+            self.memory_limit
+                .as_deref()
+                .map_or("its default limit, 80 % of RAM".to_string(), |l| format!("--memory-limit {l}")),
+            e.root_cause().to_string().lines().next().unwrap_or("")
+        )
+    }
 }
 
 #[derive(Debug, Args)]
@@ -246,11 +293,14 @@ pub fn prepare(
     window: Duration,
     set: &[String],
     duckdb_lib: Option<&std::path::Path>,
+    resources: &Resources,
 ) -> Result<(DuckDb, Sources)> {
     let sources = sources::discover(paths)?;
     let params = Params::new(window, set)?;
     let db = DuckDb::open(duckdb_lib)?;
     log::debug!("DuckDB {} from {}", db.version(), db.library.display());
+    db.execute(&resources.settings_sql())
+        .context("--memory-limit / --temp-dir")?;
     db.execute(&script(&sources, &params, false)?)
         .context("creating the analysis views")?;
     Ok((db, sources))
@@ -324,12 +374,18 @@ FROM st_collective_refused
 WHERE not_on_every_rank > 2 OR not_overlapping > 0";
 
 pub fn run(args: AnalyzeArgs) -> Result<()> {
+    let resources = args.resources.clone();
+    analyze(args).map_err(|e| resources.explain(e))
+}
+
+fn analyze(args: AnalyzeArgs) -> Result<()> {
     let started = std::time::Instant::now();
     let (db, sources) = prepare(
         &args.paths,
         args.window,
         &args.set,
         args.duckdb_lib.as_deref(),
+        &args.resources,
     )?;
     // A fleet's worth of Parquet takes a while: show that something is happening.
     let spinner = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
