@@ -277,8 +277,10 @@ const OUR_CB_FLAGS: u32 = BPF_SOCK_OPS_RTT_CB_FLAG
     | BPF_SOCK_OPS_RETRANS_CB_FLAG
     | BPF_SOCK_OPS_RTO_CB_FLAG;
 
+/// The socket's tuple and network namespace cookie when they pass this run's filters; else
+/// the tuple (for the log).
 #[inline(always)]
-fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64> {
+fn wanted_socket(ctx: &SockOpsContext) -> Result<(FlowTuple, u64), FlowTuple> {
     let tuple = sockops_tuple(ctx.ops);
     let netns_cookie = unsafe { bpf_get_netns_cookie(ctx.as_ptr()) };
     let wanted_netns = cfg!(netns_cookie);
@@ -286,29 +288,49 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
         || !cidr_matches(&tuple)
         || (wanted_netns != 0 && wanted_netns != netns_cookie)
     {
-        // (a flow another recorder enabled, that this one's filters leave out, comes here at
-        // each of its ACKs: its callbacks stay on, they are that recorder's)
-        if look == Look::First {
-            count(STAT_FILTERED_FLOWS);
-            debug!(
-                ctx,
-                "filtered out: local port {} remote port {}", tuple.local_port, tuple.remote_port
-            );
-        }
-        return Ok(());
+        return Err(tuple);
     }
+    Ok((tuple, netns_cookie))
+}
+
+/// The per-CPU scratch aggregate, reset for a new flow: the slot still holds the previous flow
+/// of this CPU, and a FlowStats does not fit the 512-byte eBPF stack.
+#[inline(always)]
+fn fresh_flow(tuple: FlowTuple, cookie: u64, netns_cookie: u64) -> Option<&'static mut FlowStats> {
+    let scratch = SCRATCH_FLOW.get_ptr_mut(0)?;
+    unsafe { core::ptr::write_bytes(scratch, 0, 1) };
+    let flow = unsafe { &mut *scratch };
+    flow.tuple = tuple;
+    flow.cookie = cookie;
+    flow.netns_cookie = netns_cookie;
+    flow.srtt_min_us = u32::MAX;
+    Some(flow)
+}
+
+#[inline(always)]
+fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64> {
+    let (tuple, netns_cookie) = match wanted_socket(ctx) {
+        Ok(wanted) => wanted,
+        Err(tuple) => {
+            // (a flow another recorder enabled, that this one's filters leave out, comes here
+            // at each of its ACKs: its callbacks stay on, they are that recorder's)
+            if look == Look::First {
+                count(STAT_FILTERED_FLOWS);
+                debug!(
+                    ctx,
+                    "filtered out: local port {} remote port {}",
+                    tuple.local_port,
+                    tuple.remote_port
+                );
+            }
+            return Ok(());
+        }
+    };
     let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
-    let Some(scratch) = SCRATCH_FLOW.get_ptr_mut(0) else {
+    let Some(stats) = fresh_flow(tuple, cookie, netns_cookie) else {
         return Ok(());
     };
-    let stats = unsafe { &mut *scratch };
-    // Reset every field: the scratch slot still holds the previous flow of this CPU.
-    unsafe { core::ptr::write_bytes(scratch, 0, 1) };
-    stats.tuple = tuple;
-    stats.cookie = cookie;
-    stats.netns_cookie = netns_cookie;
     stats.start_ns = unsafe { bpf_ktime_get_ns() };
-    stats.srtt_min_us = u32::MAX;
     stats.direction = direction;
     stats.adopted = (look == Look::Adopt) as u8;
     if FLOWS.insert(cookie, &*stats, 0).is_err() {
@@ -449,24 +471,12 @@ fn on_rto(ctx: &SockOpsContext) -> Result<(), i64> {
 /// flow end marked `untracked`. Nothing to keep, so nothing to sweep if the ring is full.
 #[inline(always)]
 fn end_untracked_flow(ctx: &SockOpsContext, cookie: u64) -> Result<(), i64> {
-    let tuple = sockops_tuple(ctx.ops);
-    let netns_cookie = unsafe { bpf_get_netns_cookie(ctx.as_ptr()) };
-    let wanted_netns = cfg!(netns_cookie);
-    if !port_matches(&tuple)
-        || !cidr_matches(&tuple)
-        || (wanted_netns != 0 && wanted_netns != netns_cookie)
-    {
-        return Ok(());
-    }
-    let Some(scratch) = SCRATCH_FLOW.get_ptr_mut(0) else {
+    let Ok((tuple, netns_cookie)) = wanted_socket(ctx) else {
         return Ok(());
     };
-    unsafe { core::ptr::write_bytes(scratch, 0, 1) };
-    let flow = unsafe { &mut *scratch };
-    flow.tuple = tuple;
-    flow.cookie = cookie;
-    flow.netns_cookie = netns_cookie;
-    flow.srtt_min_us = u32::MAX;
+    let Some(flow) = fresh_flow(tuple, cookie, netns_cookie) else {
+        return Ok(());
+    };
     flow.untracked = 1;
     refresh_counters(unsafe { &*ctx.ops }, flow);
     let now = unsafe { bpf_ktime_get_ns() };
