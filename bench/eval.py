@@ -84,6 +84,31 @@ def flow_stats(fleet, ips):
             "retransmits": sum(r[7] or 0 for r in between), "retransmits_by_host": per_host}
 
 
+def baseline_run(rec, records):
+    """The clean run that priced `rec` as its baseline: the first clean run of its repetition
+    (recorded before the faults); the second one stays independent and measures the truth."""
+    return next((c for c in records if c["scenario"] == "clean" and not c["error"] and c["rep"] == rec["rep"]
+                 and os.path.basename(c["dir"]).startswith("clean-")), None)
+
+
+def analyze_with_baseline(rec, records):
+    """A fault from the first step has no healthy steps of its own: analyze it again with
+    `--baseline` (a clean run of the same configuration), as an operator would compare with an
+    earlier run of the job."""
+    base = baseline_run(rec, records)
+    if rec["error"] or rec["scenario"] == "clean" or rec.get("onset_step") or base is None:
+        return
+    out = os.path.join(rec["dir"], "findings-baseline.json")
+    proc = subprocess.run([ddplab.scaletrace_bin(), "analyze", os.path.join(rec["dir"], "fleet"),
+                           "--baseline", os.path.join(base["dir"], "fleet"), "--json", out, "--no-report"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"analyze --baseline failed on {rec['dir']}: {proc.stderr.strip()[-500:]}")
+    with open(out) as f:
+        rec["findings_baseline"] = json.load(f)
+    rec["baseline_dir"] = base["dir"]
+
+
 def run_one(args, cfg, scenario, rep, rng_draw, out_dir):
     """Builds a lab, runs the job with the fault planted at its onset step; returns the raw
     record of the run."""
@@ -173,7 +198,34 @@ def score(records):
         r["first_naming_position"] = hits[0] + 1 if hits else None
         est, meas = r["estimated_lost_s"], r["measured_lost_s"]
         r["lost_error"] = abs(est - meas) / meas if est is not None and meas and meas > 0 else None
+        if r.get("findings_baseline") is not None:
+            # priced against the first clean run; measured against the other one, so that the
+            # estimate and the truth do not share a baseline (their difference is run-to-run noise
+            # plus the attribution)
+            fb = r["findings_baseline"]
+            r["first_baseline"] = describe(fb[0]) if fb else "(none)"
+            r["right_baseline"] = names_planted(fb[0] if fb else None, r["planted"])
+            r["estimated_lost_baseline_s"] = fb[0].get("time_lost_s") if fb else None
+            others = [c for c in records if c["scenario"] == "clean" and not c["error"]
+                      and c["config"] == r["config"] and c["dir"] != r.get("baseline_dir")]
+            other_steps = [x for c in others for x in c["step_times_s"]]
+            other = statistics.median(other_steps) if other_steps else None
+            r["measured_vs_other_clean_s"] = sum(x - other for x in r["step_times_s"]) if other is not None else None
+            e, m = r["estimated_lost_baseline_s"], r["measured_vs_other_clean_s"]
+            r["lost_error_baseline"] = abs(e - m) / m if e is not None and m and m > 0 else None
     return records
+
+
+def baseline_totals(faulty):
+    """Totals of the analyses priced against a baseline run (faults from the first step)."""
+    rs = [r for r in faulty if r.get("findings_baseline") is not None]
+    if not rs:
+        return {}
+    errors = [r["lost_error_baseline"] for r in rs if r.get("lost_error_baseline") is not None]
+    return {"baseline_runs": len(rs), "baseline_named_right": sum(bool(r["right_baseline"]) for r in rs),
+            "baseline_runs_with_estimate": len(errors),
+            "baseline_median_error": statistics.median(errors) if errors else None,
+            "baseline_within_30_percent": sum(e <= 0.3 for e in errors)}
 
 
 def fmt(x, digits=2, unit=""):
@@ -199,6 +251,7 @@ def totals(records):
             "clean_findings": [r["n_findings"] for r in cleans],
             "runs_with_estimate": len(errors), "median_time_lost_error": statistics.median(errors) if errors else None,
             "within_30_percent": sum(e <= 0.3 for e in errors),
+            **baseline_totals(ok_faulty),
             "failed_runs": [f"{r['scenario']} r{r['rep']}: {r['error']}" for r in records if r["error"]]}
 
 
@@ -224,6 +277,11 @@ def markdown(meta, records, tot):
          f"within 30 %: {tot.get('within_30_percent', '–')} of {tot['fault_runs']} fault runs"
          + (" (today's binary gives no estimate)" if tot["runs_with_estimate"] == 0 else "") + ".",
          ]
+    if tot.get("baseline_runs"):
+        L.append(f"- **Priced against a baseline run** (`analyze --baseline`, the repetition's first clean run; "
+                 f"measured against its other clean run): first finding right in {tot['baseline_named_right']} of "
+                 f"{tot['baseline_runs']}, median time-lost error {fmt(tot['baseline_median_error'])}, within 30 %: "
+                 f"{tot['baseline_within_30_percent']} of {tot['baseline_runs']} (table at the end of the runs).")
     if tot["failed_runs"]:
         L.append(f"- Runs that failed (not scored): {'; '.join(tot['failed_runs'])}.")
     L += ["", "Columns: *from step* is the step the fault started at (0: before the job); *healthy / faulted "
@@ -276,6 +334,28 @@ def markdown(meta, records, tot):
                          f"{r['first']} | {'yes' if r['right'] else 'no'} | {r.get('first_naming_position') or '–'} | "
                          f"{r['n_findings']} |")
         L.append("")
+    based = [r for r in records if r.get("findings_baseline") is not None]
+    if based:
+        L += ["## Priced against a baseline run", "",
+              "The same fault runs analyzed again with `--baseline <the repetition's first clean run>`, as an "
+              "operator compares a slow job with an earlier run of it. *Measured* is against the *other* clean "
+              "run of the configuration (so estimate and truth share no baseline: two clean runs of one "
+              "configuration differ by up to a quarter on this machine, and that noise is in the error).", "",
+              "| scenario | rep | config | planted | size | baseline median ms | other clean median ms | measured lost s | "
+              "estimated s | error | first finding | right? |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in based:
+            p = r["planted"] or {}
+            what = f"rank {p.get('rank')} ({p.get('host')})" if r["scenario"] == "slow_rank" else f"{p.get('host')}"
+            base = next((c for c in records if c["dir"] == r.get("baseline_dir")), None)
+            others = [x for c in records if c["scenario"] == "clean" and not c["error"] and c["config"] == r["config"]
+                      and c["dir"] != r.get("baseline_dir") for x in c["step_times_s"]]
+            L.append(f"| {r['scenario']} | {r['rep']} | {r['config']} | {what} | {p.get('size')} | "
+                     f"{fmt(base and base['median_step_s'] * 1e3, 0)} | "
+                     f"{fmt(others and statistics.median(others) * 1e3, 0)} | {fmt(r['measured_vs_other_clean_s'])} | "
+                     f"{fmt(r['estimated_lost_baseline_s'])} | {fmt(r['lost_error_baseline'])} | "
+                     f"{r['first_baseline']} | {'yes' if r['right_baseline'] else 'no'} |")
+        L.append("")
     L += ["## The lab", "",
           "- **Job**: `tests/ddp_train.py`, real PyTorch DistributedDataParallel on CPU with the gloo backend, "
           "TCP rendezvous at node0, one process per rank, `torch.set_num_threads(1)`; an MLP (64 → hidden × "
@@ -326,13 +406,13 @@ def markdown(meta, records, tot):
           "healthy steps. The two clocks agree to the µs on every step, so the error is the attribution: faulted "
           "iterations the evidence missed, healthy ones it blamed, and the healthy median drawn from the profiled "
           "steps. It is not a model of what a fault should cost.",
-          "- **Faults from the first step** (`--onset start`) leave no healthy iterations: the cost is then the "
-          "evidence's own duration (`priced_by = 'evidence'` in `st_slowdown`). Re-analyzing the earlier "
-          "persistent-fault matrix (seed 20261203, faults planted before the job, measured against separate clean "
-          "runs) with this binary: loss named 3/3, time-lost error 0.10–0.42; a slow rank named 3/3 but its cost "
-          "overstated 2.8–3.5× where the clean baseline resolved it (its lateness includes the arrival spread of a healthy step); a rate limit from the "
-          "first step is not in the verdict at all (every step is equally slow, so no step is slow against the "
-          "run's own 10th percentile) — only the latency evidence names the node's flows.",
+          "- **Faults from the first step** (`--onset start`) leave no healthy iterations of their own. Without a "
+          "baseline, `analyze` prices a loss by its evidence (the stalls' own duration: `priced_by = 'evidence'`), "
+          "a straggler by its extra own work per step (`own_time`: the time the others waited for it — on this "
+          "machine the ranks share 2 CPUs, so the job loses less than that: a busy rank's work also takes CPU "
+          "from the others, and their work from it), and names a slow link unpriced (every step is equally "
+          "slow). With `--baseline <a clean run>` every culprit is priced by step time against the baseline's "
+          "(the section *Priced against a baseline run*).",
           "- **Floors**: a culprit must cost ≥ 5 % of the traced time (`min_lost_fraction`) and ≥ 0.2 s "
           "(`min_lost_s`); a smaller fault (a 20 ms busy loop that cost 4 % of a run here) is below them by design.",
           "",
@@ -380,6 +460,7 @@ def rescore(args):
         with open(out) as f:
             rec["findings"] = json.load(f)
         rec["analyze_summary"] = (proc.stderr.splitlines() or [""])[0]
+        analyze_with_baseline(rec, records)
         log(f"{os.path.basename(rec['dir'])}: {len(rec['findings'])} finding(s); first: "
             f"{describe(rec['findings'][0]) if rec['findings'] else '(none)'}")
     score(records)
@@ -448,6 +529,10 @@ def main():
             log(f"run {n}/{total}: {scenario}, rep {rep}, {cfg['name']} (world {world})")
             rec = run_one(args, cfg, scenario, rep, d, out)
             records.append(rec)
+            try:
+                analyze_with_baseline(rec, records)
+            except RuntimeError as e:
+                rec["error"] = str(e)
             if rec["error"]:
                 log(f"  failed: {rec['error']}")
                 continue

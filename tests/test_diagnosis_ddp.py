@@ -13,12 +13,14 @@ import glob
 import importlib.util
 import json
 import os
+import shutil
 import statistics
+import subprocess
 
 import duckdb
 import pytest
 
-from ddplab import DDPLab, names_planted
+from ddplab import DDPLab, names_planted, scaletrace_bin
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="torch missing: run `cargo xtask setup`")
@@ -36,10 +38,10 @@ ONSET = 15         # the first step with the fault
 MAX_LOST_ERROR = 0.3
 
 
-def _run(tmp_path_factory, name, **job):
+def _run(tmp_path_factory, name, onset=ONSET, **job):
     out = tmp_path_factory.mktemp(name)
     with DDPLab(NODES) as lab:
-        return lab.run_job(str(out / "run"), steps=STEPS, fault_from_step=ONSET, log=lambda *_: None, **job)
+        return lab.run_job(str(out / "run"), steps=STEPS, fault_from_step=onset, log=lambda *_: None, **job)
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +57,12 @@ def lossy(tmp_path_factory):
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory):
     return _run(tmp_path_factory, "rate", plant=lambda lab: lab.rate_limit(LIMITED, RATE))
+
+
+@pytest.fixture(scope="module")
+def limited_from_start(tmp_path_factory):
+    """The rate limit planted before the job: no healthy step of its own to price it against."""
+    return _run(tmp_path_factory, "rate-start", onset=0, plant=lambda lab: lab.rate_limit(LIMITED, RATE))
 
 
 @pytest.fixture(scope="module")
@@ -219,3 +227,48 @@ def test_time_lost_matches_the_measured_slowdown(fault, request):
     estimated = first.get("time_lost_s")
     assert estimated is not None, first
     assert abs(estimated - measured) <= MAX_LOST_ERROR * measured, (estimated, measured, first.get("summary"))
+
+
+def analyze_json(tmp_path, fleet, *args, check=True):
+    out = tmp_path / "findings.json"
+    proc = subprocess.run([scaletrace_bin(), "analyze", fleet, "--json", str(out), "--no-report", *args],
+                          capture_output=True, text=True, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(out.read_text()), proc.stderr
+    return None, proc.stderr
+
+
+@pytest.mark.diagnosis
+def test_slow_link_from_the_first_step_is_priced_against_a_baseline_run(limited_from_start, clean, tmp_path):
+    """Without healthy steps the verdict names the link but cannot price it, and says how; with
+    the clean run as `--baseline` it prices it by step time. The truth here is measured against
+    the same clean run, so this checks the pricing, not the noise between two runs (the
+    scorecard's from-start matrix measures against an independent clean run)."""
+    ip = limited_from_start.summary()["ips"][LIMITED]
+    planted = {"kind": "rate_limit", "host": f"node{LIMITED}", "ip": ip}
+    alone = limited_from_start.findings
+    assert alone and names_planted(alone[0], planted), alone[:1]
+    assert alone[0]["time_lost_s"] is None and "--baseline" in alone[0]["summary"], alone[0]
+    found, stderr = analyze_json(tmp_path, limited_from_start.fleet, "--baseline", clean.fleet)
+    assert "baseline" in stderr and f"{NODES} ranks" in stderr, stderr
+    assert found and names_planted(found[0], planted), found[:1]
+    base = clean.median_step()
+    measured = sum(s - base for s in limited_from_start.step_times())
+    estimated = found[0]["time_lost_s"]
+    assert estimated is not None and "baseline run" in found[0]["summary"], found[0]
+    assert abs(estimated - measured) <= MAX_LOST_ERROR * measured, (estimated, measured, found[0]["summary"])
+
+
+def test_baseline_of_another_job_or_without_steps_is_one_line(clean, tmp_path):
+    fewer = tmp_path / "three-ranks"
+    shutil.copytree(clean.fleet, fewer)
+    shutil.rmtree(fewer / "node3" / "gpu_events")
+    _, stderr = analyze_json(tmp_path, clean.fleet, "--baseline", str(fewer), check=False)
+    assert "its job has 3 ranks, this one 4: not a run of the same job" in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    untraced = tmp_path / "untraced"
+    shutil.copytree(clean.fleet, untraced, ignore=shutil.ignore_patterns("gpu_events"))
+    _, stderr = analyze_json(tmp_path, clean.fleet, "--baseline", str(untraced), check=False)
+    assert "no training steps (ProfilerStep#N)" in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr

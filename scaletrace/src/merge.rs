@@ -108,6 +108,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
         &[],
         args.duckdb_lib.as_deref(),
         &Default::default(),
+        None,
     )?;
     if !["rtt", "retransmits", "gpu_events"]
         .iter()

@@ -825,29 +825,46 @@ SELECT c.*, ev.evidence_s,
 FROM c JOIN ev USING (cause, culprit) CROSS JOIN st_params p
 LEFT JOIN st_rank_own_time o ON c.cause = 'straggler' AND o.host = c.host AND o.rank = c.rank;
 
+-- The iterations in which a blamed straggler did extra work of its own (at least
+-- `min_excess_us` more than the other ranks' median): a rank slow in every step is not late by
+-- the same margin in each collective (the others' arrivals vary), so its lateness leaves
+-- evidence in only some iterations; the others are not healthy either.
+CREATE OR REPLACE VIEW st_straggler_iteration AS
+SELECT c.cause, c.culprit, o.iteration, o.extra_own_us
+FROM st_culprit c
+JOIN st_rank_iteration_own o ON o.host = c.host AND o.rank = c.rank
+CROSS JOIN st_params p
+WHERE c.cause = 'straggler' AND c.evidenced AND o.extra_own_us >= p.min_excess_us;
+
 -- The job's step time per training iteration (ProfilerStep#N): the median over ranks, and
--- whether any blamed culprit left evidence in it.
+-- whether any blamed culprit left evidence in it (or a blamed straggler did extra work in it).
 CREATE OR REPLACE VIEW st_iteration AS
 SELECT s.step AS iteration, median(s.end_us - s.start_us) AS step_us, count(*) AS ranks,
        EXISTS (SELECT 1 FROM st_culprit_iteration i JOIN st_culprit c USING (cause, culprit)
-               WHERE c.evidenced AND i.iteration = s.step) AS impaired
+               WHERE c.evidenced AND i.iteration = s.step)
+       OR EXISTS (SELECT 1 FROM st_straggler_iteration w WHERE w.iteration = s.step) AS impaired
 FROM st_profiler_step s GROUP BY s.step;
 
 -- The healthy step time: the median iteration without a blamed culprit's evidence, when the
--- job has enough of them (a fault that began mid-run, or one that strikes some steps only).
+-- job has enough of them (a fault that began mid-run, or one that strikes some steps only);
+-- else the step time of a run of the same job without the problem (`analyze --baseline`).
 CREATE OR REPLACE VIEW st_healthy_step AS
-SELECT median(step_us) FILTER (WHERE NOT impaired) AS healthy_step_us,
-       count(*) FILTER (WHERE NOT impaired) AS healthy_iterations, count(*) AS iterations,
-       count(*) FILTER (WHERE NOT impaired) >= greatest(p.min_healthy_iterations, p.min_healthy_share * count(*)) AS usable
-FROM st_iteration, st_params p
-GROUP BY p.min_healthy_iterations, p.min_healthy_share;
+WITH own AS (
+    SELECT median(step_us) FILTER (WHERE NOT impaired) AS step_us,
+           count(*) FILTER (WHERE NOT impaired) AS healthy_iterations, count(*) AS iterations,
+           count(*) FILTER (WHERE NOT impaired) >= greatest(p.min_healthy_iterations, p.min_healthy_share * count(*)) AS usable
+    FROM st_iteration, st_params p
+    GROUP BY p.min_healthy_iterations, p.min_healthy_share)
+SELECT CASE WHEN own.usable THEN own.step_us ELSE b.step_us END AS healthy_step_us,
+       own.healthy_iterations, own.iterations,
+       own.usable OR b.step_us IS NOT NULL AS usable,
+       CASE WHEN own.usable THEN 'run' WHEN b.step_us IS NOT NULL THEN 'baseline' END AS healthy_from
+FROM own LEFT JOIN st_baseline b ON true;
 
 -- What each culprit cost: every impaired iteration's step time above the healthy step time,
 -- shared among the culprits with evidence in it in proportion to their evidence. The step time
 -- is what the job lost, whatever the evidence's intervals add up to (a late rank's wait
 -- overlaps work the others would do anyway; a retransmit stall shows only part of a recovery).
--- Without a usable healthy step time (a fault on every step, a trace without ProfilerStep) the
--- cost is the evidence itself.
 CREATE OR REPLACE VIEW st_culprit_cost AS
 WITH b AS (
     SELECT i.cause, i.culprit, i.iteration, i.evidence_us,
@@ -855,25 +872,38 @@ WITH b AS (
     FROM st_culprit_iteration i JOIN st_culprit c USING (cause, culprit) WHERE c.evidenced)
 SELECT b.cause, b.culprit, count(*) AS iterations,
        greatest(0, sum((t.step_us - h.healthy_step_us) * b.evidence_us / b.iteration_evidence_us)) / 1e6 AS step_excess_s,
-       avg(t.step_us) / 1e3 AS mean_step_ms, any_value(h.healthy_step_us) / 1e3 AS healthy_step_ms
+       avg(t.step_us) / 1e3 AS mean_step_ms, any_value(h.healthy_step_us) / 1e3 AS healthy_step_ms,
+       any_value(h.healthy_from) AS healthy_from
 FROM b JOIN st_iteration t USING (iteration) CROSS JOIN st_healthy_step h
 WHERE h.usable
 GROUP BY b.cause, b.culprit;
 
+-- Without a healthy step time (a straggler from the first step, no baseline), a straggler is
+-- priced by the extra work it did: its own time above the other ranks' in each iteration, what
+-- they waited for. Its lateness would also count the arrival spread of a healthy step.
+CREATE OR REPLACE VIEW st_straggler_own_cost AS
+SELECT cause, culprit, count(*) AS iterations, sum(extra_own_us) / 1e6 AS own_excess_s
+FROM st_straggler_iteration GROUP BY cause, culprit;
+
 -- One row per culprit: the job time it cost, its evidence, and its share of all time lost.
+-- Priced by step time against the healthy step (`step_time`: this run's, or the baseline's),
+-- else a straggler by its extra own work (`own_time`), else by the evidence's own duration.
 CREATE OR REPLACE VIEW st_slowdown AS
-SELECT c.*, coalesce(k.step_excess_s, c.evidence_s) AS time_lost_s,
-       CASE WHEN k.step_excess_s IS NOT NULL THEN 'step_time' ELSE 'evidence' END AS priced_by,
-       k.iterations AS impaired_iterations, k.mean_step_ms, k.healthy_step_ms,
+SELECT c.*, coalesce(k.step_excess_s, o.own_excess_s, c.evidence_s) AS time_lost_s,
+       CASE WHEN k.step_excess_s IS NOT NULL THEN 'step_time'
+            WHEN o.own_excess_s IS NOT NULL THEN 'own_time' ELSE 'evidence' END AS priced_by,
+       k.iterations AS impaired_iterations, k.mean_step_ms, k.healthy_step_ms, k.healthy_from,
        j.traced_s, j.steps,
-       coalesce(k.step_excess_s, c.evidence_s) / nullif(j.traced_s, 0) AS lost_fraction
+       coalesce(k.step_excess_s, o.own_excess_s, c.evidence_s) / nullif(j.traced_s, 0) AS lost_fraction
 FROM st_culprit c CROSS JOIN st_job_span j
-LEFT JOIN st_culprit_cost k USING (cause, culprit);
+LEFT JOIN st_culprit_cost k USING (cause, culprit)
+LEFT JOIN st_straggler_own_cost o USING (cause, culprit);
 
 -- What such a link cost when the job also ran without it (it came mid-run): the step time of
 -- the iterations in which it held the most queued samples, above the median of the iterations
 -- that neither it nor a verdict culprit impaired, when there are enough of those (as in
--- `st_healthy_step`). From the first step on, there are not, and it stays unpriced.
+-- `st_healthy_step`). From the first step on there are not: it is priced against the baseline
+-- run's step time when there is one (`analyze --baseline`), else it stays unpriced.
 CREATE OR REPLACE VIEW st_persistent_cost AS
 WITH pc AS (
     SELECT q.culprit FROM st_persistent_queueing q, st_params p
@@ -887,17 +917,24 @@ t AS (
            i.iteration IN (SELECT iteration FROM imp WHERE imp.culprit = pc.culprit) AS queued,
            i.impaired
     FROM pc CROSS JOIN st_iteration i),
-h AS (
+own AS (
     SELECT culprit, median(step_us) FILTER (WHERE NOT queued AND NOT impaired) AS healthy_step_us,
            count(*) FILTER (WHERE NOT queued AND NOT impaired) AS healthy_iterations, count(*) AS iterations
-    FROM t GROUP BY culprit)
-SELECT h.culprit, h.healthy_step_us / 1e3 AS healthy_step_ms, h.healthy_iterations,
+    FROM t GROUP BY culprit),
+h AS (
+    SELECT own.culprit, own.healthy_iterations,
+           CASE WHEN own.healthy_iterations >= greatest(p.min_healthy_iterations, p.min_healthy_share * own.iterations)
+                THEN own.healthy_step_us ELSE b.step_us END AS healthy_step_us,
+           CASE WHEN own.healthy_iterations >= greatest(p.min_healthy_iterations, p.min_healthy_share * own.iterations)
+                THEN 'run' WHEN b.step_us IS NOT NULL THEN 'baseline' END AS healthy_from
+    FROM own CROSS JOIN st_params p LEFT JOIN st_baseline b ON true)
+SELECT h.culprit, h.healthy_step_us / 1e3 AS healthy_step_ms, h.healthy_iterations, h.healthy_from,
        count(*) FILTER (WHERE t.queued) AS impaired_iterations,
        avg(t.step_us) FILTER (WHERE t.queued) / 1e3 AS mean_step_ms,
        greatest(0, sum(t.step_us - h.healthy_step_us) FILTER (WHERE t.queued)) / 1e6 AS time_lost_s
-FROM h JOIN t USING (culprit) CROSS JOIN st_params p
-WHERE h.healthy_iterations >= greatest(p.min_healthy_iterations, p.min_healthy_share * h.iterations)
-GROUP BY h.culprit, h.healthy_step_us, h.healthy_iterations;
+FROM h JOIN t USING (culprit)
+WHERE h.healthy_from IS NOT NULL
+GROUP BY h.culprit, h.healthy_step_us, h.healthy_iterations, h.healthy_from;
 
 ------------------------------------------------------------------------------------------
 -- Findings: every diagnosis above that crosses its threshold, ranked within its category
@@ -1009,8 +1046,11 @@ s AS (
                                                ELSE printf('; it spends %.0f ms more per training step outside collectives than the other ranks (median)', extra_own_ms) END)
              END AS summary
     FROM (SELECT *, CASE WHEN priced_by = 'step_time'
-                         THEN printf(': %d training steps took %.0f ms on average instead of a healthy %.0f ms',
-                                     impaired_iterations, mean_step_ms, healthy_step_ms)
+                         THEN printf(': %d training steps took %.0f ms on average instead of a healthy %.0f ms%s',
+                                     impaired_iterations, mean_step_ms, healthy_step_ms,
+                                     CASE WHEN healthy_from = 'baseline' THEN ' (the baseline run''s)' ELSE '' END)
+                         WHEN priced_by = 'own_time'
+                         THEN ' (its extra work per step: no healthy step to compare with; --baseline prices it by step time)'
                          ELSE '' END AS priced FROM st_slowdown), st_params p
     -- Slow steps nobody can be blamed for stay in st_slowdown (cause 'unexplained'): on a busy
     -- host transfers vary by tens of percent, and a finding without a culprit is not one.
@@ -1024,11 +1064,13 @@ pq AS (
            -- unpriced: ranked below every priced culprit of its scope
            coalesce(k.time_lost_s, 0.0) AS score, k.time_lost_s,
            CASE WHEN k.time_lost_s IS NULL
-             THEN printf('%s: its links queued packets above the fleet''s usual in %d of %d %s steps (%d RTT samples), slowing them evenly from the first traced step: a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for; time lost not estimated: too few steps ran without it (compare the step time with a run without it)',
+             THEN printf('%s: its links queued packets above the fleet''s usual in %d of %d %s steps (%d RTT samples), slowing them evenly from the first traced step: a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for; time lost not estimated: too few steps ran without it (analyze --baseline RUN prices it against a run without it)',
                          q.culprit, q.queued_steps, q.steps, q.collectives, q.queued_samples)
-             ELSE printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced): %d training steps took %.0f ms on average instead of a healthy %.0f ms, while its links queued packets above the fleet''s usual in %d of %d %s steps (%d RTT samples): a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for',
+             ELSE printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced): %d training steps took %.0f ms on average instead of a healthy %.0f ms%s, while its links queued packets above the fleet''s usual in %d of %d %s steps (%d RTT samples): a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for',
                          q.culprit, k.time_lost_s, 100 * k.time_lost_s / nullif(j.traced_s, 0), j.traced_s, k.impaired_iterations,
-                         k.mean_step_ms, k.healthy_step_ms, q.queued_steps, q.steps, q.collectives, q.queued_samples) END AS summary
+                         k.mean_step_ms, k.healthy_step_ms,
+                         CASE WHEN k.healthy_from = 'baseline' THEN ' (the baseline run''s)' ELSE '' END,
+                         q.queued_steps, q.steps, q.collectives, q.queued_samples) END AS summary
     FROM st_persistent_queueing q CROSS JOIN st_params p CROSS JOIN st_job_span j
     LEFT JOIN st_persistent_cost k USING (culprit)
     WHERE q.share_of_steps >= p.min_persistent_share AND q.share_of_queued_steps >= p.min_persistent_share
