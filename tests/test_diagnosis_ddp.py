@@ -13,6 +13,7 @@ import glob
 import importlib.util
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -30,7 +31,8 @@ STEPS = 40
 LOSSY = 2          # node whose switch port drops 3 % of the TCP segments, both ways
 LOSS = 0.03
 LIMITED = 3        # node whose link is limited to RATE both ways (tc tbf)
-RATE = "200mbit"
+RATE_MBIT = 200
+RATE = f"{RATE_MBIT}mbit"
 SLOW = 1           # rank that busy-loops SLOW_MS every step
 SLOW_MS = 60
 ONSET = 15         # the first step with the fault
@@ -250,6 +252,9 @@ def test_slow_link_from_the_first_step_is_priced_against_a_baseline_run(limited_
     alone = limited_from_start.findings
     assert alone and names_planted(alone[0], planted), alone[:1]
     assert alone[0]["time_lost_s"] is None and "--baseline" in alone[0]["summary"], alone[0]
+    # the kernel's delivery rate of the limited link's flow is the tbf rate
+    rate = re.search(r"its slowest flow delivered (\d+) Mbit/s", alone[0]["summary"])
+    assert rate and 0.75 * RATE_MBIT <= int(rate.group(1)) <= 1.1 * RATE_MBIT, alone[0]["summary"]
     found, stderr = analyze_json(tmp_path, limited_from_start.fleet, "--baseline", clean.fleet)
     assert "baseline" in stderr and f"{NODES} ranks" in stderr, stderr
     assert found and names_planted(found[0], planted), found[:1]

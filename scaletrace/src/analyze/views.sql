@@ -642,23 +642,45 @@ SELECT source, collective, step,
 FROM (SELECT *, max(retransmits) OVER (PARTITION BY source, collective, step) AS top FROM ends)
 GROUP BY source, collective, step;
 
--- RTT samples of the flows that carry data, with the node at each end and the queueing in each
--- sample: its smoothed RTT above the path's windowed minimum.
-CREATE OR REPLACE VIEW st_rtt_ends AS
+-- The flows that carry data (at least `min_flow_bytes`), with the node at the other end: the
+-- host owning the remote address in the same capture (else the address itself).
+CREATE OR REPLACE VIEW st_data_flow AS
 WITH owner AS (SELECT DISTINCT host, local_addr AS addr FROM flows),
 f AS (
     SELECT host, flow_id, any_value(local_addr) AS local_addr, any_value(remote_addr) AS remote_addr
     FROM flows, st_params p
     GROUP BY host, flow_id, p.min_flow_bytes
-    HAVING sum(coalesce(bytes_sent, 0) + coalesce(bytes_received, 0)) >= p.min_flow_bytes),
--- per flow, not per sample: the node owning the remote address (else the address itself)
-n AS (
-    SELECT f.*, coalesce((SELECT min(o.host) FROM owner o WHERE o.addr = f.remote_addr AND o.host <> f.host),
-                         f.remote_addr) AS remote_node
-    FROM f WHERE f.remote_addr <> f.local_addr)
+    HAVING sum(coalesce(bytes_sent, 0) + coalesce(bytes_received, 0)) >= p.min_flow_bytes)
+SELECT f.*, coalesce((SELECT min(o.host) FROM owner o WHERE o.addr = f.remote_addr AND o.host <> f.host),
+                     f.remote_addr) AS remote_node
+FROM f WHERE f.remote_addr <> f.local_addr;
+
+-- RTT samples of the flows that carry data, with the node at each end and the queueing in each
+-- sample: its smoothed RTT above the path's windowed minimum.
+CREATE OR REPLACE VIEW st_rtt_ends AS
 SELECT r.host, st_us(r.ts) AS ts_us, r.flow_id, n.remote_node,
        r.srtt_us - coalesce(nullif(r.min_rtt_us, 0), r.srtt_us) AS queued_us
-FROM rtt r JOIN n USING (host, flow_id);
+FROM rtt r JOIN st_data_flow n USING (host, flow_id);
+
+-- Each data flow's delivery rate while it sent: the kernel's rate sample (bytes delivered over
+-- the interval that delivered them) at the RTT samples where its acknowledged bytes grew; the
+-- median of them is the rate its path gives it (a rate limit, a lower link speed, a busy port).
+CREATE OR REPLACE VIEW st_flow_delivery AS
+WITH s AS (
+    SELECT host, flow_id, delivery_rate_bps,
+           bytes_acked - lag(bytes_acked) OVER (PARTITION BY host, flow_id ORDER BY ts) AS acked
+    FROM rtt WHERE delivery_rate_bps > 0)
+SELECT n.host, n.flow_id, n.remote_node, median(s.delivery_rate_bps) AS rate_bps, count(*) AS sending_samples,
+       sum(s.acked) AS acked_bytes
+FROM s JOIN st_data_flow n USING (host, flow_id), st_params p
+WHERE s.acked > 0
+GROUP BY n.host, n.flow_id, n.remote_node, p.min_rtt_samples
+HAVING count(*) >= p.min_rtt_samples;
+
+-- A rate for people: 96 Mbit/s, 1.3 Gbit/s.
+CREATE OR REPLACE MACRO st_rate(bps) AS
+    CASE WHEN bps IS NULL THEN '?' WHEN bps >= 1e9 THEN printf('%.1f Gbit/s', bps / 1e9)
+         ELSE printf('%.0f Mbit/s', bps / 1e6) END;
 
 -- RTT samples queued well above the fleet's usual (`st_fleet_queueing`) during each collective
 -- step: a slow link (a rate limit, a congested port, a link that negotiated a lower speed)
@@ -936,6 +958,26 @@ FROM h JOIN t USING (culprit)
 WHERE h.healthy_from IS NOT NULL
 GROUP BY h.culprit, h.healthy_step_us, h.healthy_iterations, h.healthy_from;
 
+-- For a node or `link A - B` blamed for queueing: the delivery rate of its slowest bulk flow,
+-- against the median of the bulk flows that touch neither it nor (for a link) its ends. A slow
+-- link delivers less to its own flows and to no others. Bulk flows carry at least a quarter of
+-- the bytes of the busiest one (a ring's links; not the mesh's barrier connections, whose few
+-- bytes are sent at whatever rate the application offers).
+CREATE OR REPLACE VIEW st_culprit_delivery AS
+WITH c AS (
+    SELECT culprit FROM st_persistent_queueing
+    UNION SELECT culprit FROM st_slowdown WHERE cause = 'queueing'),
+e AS (
+    SELECT culprit, CASE WHEN culprit LIKE 'link %' THEN string_split(substr(culprit, 6), ' - ')
+                         ELSE [culprit] END AS ends
+    FROM c),
+bulk AS (SELECT * FROM st_flow_delivery WHERE acked_bytes >= 0.25 * (SELECT max(acked_bytes) FROM st_flow_delivery))
+SELECT e.culprit,
+       min(f.rate_bps) FILTER (WHERE list_contains(e.ends, f.host) OR list_contains(e.ends, f.remote_node)) AS slowest_bps,
+       median(f.rate_bps) FILTER (WHERE NOT list_contains(e.ends, f.host) AND NOT list_contains(e.ends, f.remote_node)) AS others_bps
+FROM e CROSS JOIN bulk f
+GROUP BY e.culprit;
+
 ------------------------------------------------------------------------------------------
 -- Findings: every diagnosis above that crosses its threshold, ranked within its category
 -- (score: higher is worse; comparable within a category only)
@@ -1037,9 +1079,10 @@ s AS (
              WHEN 'network' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d slow %s steps (transfers a median %.0f ms over a healthy %.0f ms) with %d retransmits on %s during them: every rank waits for the slowest link (synchronization amplification)',
                                         culprit, time_lost_s, 100 * lost_fraction, traced_s, priced, slow_steps, collectives, median_excess_ms, median_base_ms, retransmits,
                                         CASE WHEN culprit LIKE 'link %' THEN 'that link' ELSE 'the links of ' || culprit END)
-             WHEN 'queueing' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d slow %s steps (transfers a median %.0f ms over a healthy %.0f ms) without retransmits, while %d RTT samples on %s queued above the fleet''s usual: a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for',
+             WHEN 'queueing' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d slow %s steps (transfers a median %.0f ms over a healthy %.0f ms) without retransmits, while %d RTT samples on %s queued above the fleet''s usual%s: a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for',
                                          culprit, time_lost_s, 100 * lost_fraction, traced_s, priced, slow_steps, collectives, median_excess_ms, median_base_ms, queued_samples,
-                                         CASE WHEN culprit LIKE 'link %' THEN 'that link' ELSE 'the links of ' || culprit END)
+                                         CASE WHEN culprit LIKE 'link %' THEN 'that link' ELSE 'the links of ' || culprit END,
+                                         delivery)
              WHEN 'straggler' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d %s steps where this rank arrived last, %.0f ms late (median): the other ranks waited for it%s',
                                           culprit, time_lost_s, 100 * lost_fraction, traced_s, priced, slow_steps, collectives, median_lateness_ms,
                                           CASE WHEN extra_own_ms IS NULL THEN ''
@@ -1051,7 +1094,12 @@ s AS (
                                      CASE WHEN healthy_from = 'baseline' THEN ' (the baseline run''s)' ELSE '' END)
                          WHEN priced_by = 'own_time'
                          THEN ' (its extra work per step: no healthy step to compare with; --baseline prices it by step time)'
-                         ELSE '' END AS priced FROM st_slowdown), st_params p
+                         ELSE '' END AS priced,
+                         coalesce((SELECT printf('; its slowest flow delivered %s, the other flows %s (median)',
+                                                 st_rate(d.slowest_bps), st_rate(d.others_bps))
+                                   FROM st_culprit_delivery d WHERE d.culprit = st_slowdown.culprit
+                                     AND d.slowest_bps IS NOT NULL AND d.others_bps IS NOT NULL), '') AS delivery
+                  FROM st_slowdown), st_params p
     -- Slow steps nobody can be blamed for stay in st_slowdown (cause 'unexplained'): on a busy
     -- host transfers vary by tens of percent, and a finding without a culprit is not one.
     WHERE evidenced AND cause <> 'unexplained' AND slow_steps >= p.min_culprit_steps
@@ -1064,15 +1112,20 @@ pq AS (
            -- unpriced: ranked below every priced culprit of its scope
            coalesce(k.time_lost_s, 0.0) AS score, k.time_lost_s,
            CASE WHEN k.time_lost_s IS NULL
-             THEN printf('%s: its links queued packets above the fleet''s usual in %d of %d %s steps (%d RTT samples), slowing them evenly from the first traced step: a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for; time lost not estimated: too few steps ran without it (analyze --baseline RUN prices it against a run without it)',
-                         q.culprit, q.queued_steps, q.steps, q.collectives, q.queued_samples)
-             ELSE printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced): %d training steps took %.0f ms on average instead of a healthy %.0f ms%s, while its links queued packets above the fleet''s usual in %d of %d %s steps (%d RTT samples): a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for',
+             THEN printf('%s: its links queued packets above the fleet''s usual in %d of %d %s steps (%d RTT samples)%s, slowing them evenly from the first traced step: a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for; time lost not estimated: too few steps ran without it (analyze --baseline RUN prices it against a run without it)',
+                         q.culprit, q.queued_steps, q.steps, q.collectives, q.queued_samples, delivery)
+             ELSE printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced): %d training steps took %.0f ms on average instead of a healthy %.0f ms%s, while its links queued packets above the fleet''s usual in %d of %d %s steps (%d RTT samples)%s: a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for',
                          q.culprit, k.time_lost_s, 100 * k.time_lost_s / nullif(j.traced_s, 0), j.traced_s, k.impaired_iterations,
                          k.mean_step_ms, k.healthy_step_ms,
                          CASE WHEN k.healthy_from = 'baseline' THEN ' (the baseline run''s)' ELSE '' END,
-                         q.queued_steps, q.steps, q.collectives, q.queued_samples) END AS summary
+                         q.queued_steps, q.steps, q.collectives, q.queued_samples, delivery) END AS summary
     FROM st_persistent_queueing q CROSS JOIN st_params p CROSS JOIN st_job_span j
     LEFT JOIN st_persistent_cost k USING (culprit)
+    CROSS JOIN LATERAL (
+        SELECT coalesce(max(printf('; its slowest flow delivered %s, the other flows %s (median)',
+                                   st_rate(d.slowest_bps), st_rate(d.others_bps))), '') AS delivery
+        FROM st_culprit_delivery d WHERE d.culprit = q.culprit
+          AND d.slowest_bps IS NOT NULL AND d.others_bps IS NOT NULL) dl
     WHERE q.share_of_steps >= p.min_persistent_share AND q.share_of_queued_steps >= p.min_persistent_share
       AND NOT EXISTS (SELECT 1 FROM s WHERE s.subject = q.culprit)
       -- priced, it must pass the verdict's floors like any culprit
