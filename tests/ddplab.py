@@ -138,6 +138,7 @@ class DDPLab:
         self.index = next(_labs)
         subnet = 10 + (os.getpid() * 7 + self.index) % 240  # 10.203.<subnet>.x; namespaces isolate anyway
         self.tag = f"{PREFIX}{os.getpid()}x{self.index}"
+        self.cidr = f"10.203.{subnet}.0/24"
         self.switch = f"{self.tag}-sw"
         self.namespaces = [self.switch] + [f"{self.tag}-n{k}" for k in range(nodes)]
         self.faults = []
@@ -275,14 +276,17 @@ class DDPLab:
 
     def run_job(self, run_dir, steps=60, hidden=512, layers=4, batch=32, bucket_cap_mb=1.0, slow_rank=None,
                 slow_ms=0.0, slow_mode="busy", fault_from_step=0, plant=None, record=True, analyze=True,
-                timeout=600, log=print):
+                timeout=600, log=print, recorder="node"):
         """Runs one job. A fault starts at step `fault_from_step` (0: before the job): the slow
         rank's extra work, and `plant(lab)` (e.g. `lambda lab: lab.loss(2, 0.02)`) called as that
-        step starts on rank 0, so the steps before it are the run's own healthy baseline."""
+        step starts on rank 0, so the steps before it are the run's own healthy baseline.
+        `recorder`: "node" runs one recorder per node namespace under its hostname (a cluster);
+        "root" one recorder in the machine's own namespace for all of them (one machine whose
+        pods or containers each have their own namespace), writing `fleet/machine`."""
         return Run(self, run_dir, dict(steps=steps, hidden=hidden, layers=layers, batch=batch,
                                        bucket_cap_mb=bucket_cap_mb, slow_rank=slow_rank, slow_ms=slow_ms,
                                        slow_mode=slow_mode, fault_from_step=fault_from_step),
-                   record, analyze, timeout, log, plant)
+                   record, analyze, timeout, log, plant, recorder)
 
     def close(self):
         for proc in self._procs:
@@ -306,9 +310,14 @@ class Recorder:
     """`scaletrace record` inside one node's namespace, under its hostname."""
 
     def __init__(self, lab, k, out, log_path):
+        """k: the node, or None for one recorder in the machine's own namespace that sees every
+        node's sockets (filtered to the lab's addresses)."""
         self.out, self.lines = out, []
-        argv = lab.in_node(k, [scaletrace_bin(), "record", "--netns", lab.ns(k), "--no-gpu", "--out", out,
-                               "--rtt-sample-interval", "10ms"])
+        common = ["--no-gpu", "--out", out, "--rtt-sample-interval", "10ms"]
+        if k is None:
+            argv = [scaletrace_bin(), "record", "--cidr", lab.cidr, *common]
+        else:
+            argv = lab.in_node(k, [scaletrace_bin(), "record", "--netns", lab.ns(k), *common])
         self.log = open(log_path, "w")
         self.proc = lab.popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
         self.started = threading.Event()
@@ -343,7 +352,7 @@ class Recorder:
 class Run:
     """One job on the lab: recorders, ranks, imports, analyze; its ground truth and results."""
 
-    def __init__(self, lab, run_dir, job, record, analyze, timeout, log, plant=None):
+    def __init__(self, lab, run_dir, job, record, analyze, timeout, log, plant=None, recorder="node"):
         self.lab, self.dir, self.job = lab, os.path.abspath(run_dir), job
         self.fault_flag = os.path.join(self.dir, "fault-now")
         self.fault_planted_ns = None
@@ -372,7 +381,10 @@ class Run:
         recorders = []
         try:
             if record:
-                for k in range(lab.nodes):
+                if recorder == "root":
+                    recorders.append(Recorder(lab, None, os.path.join(self.fleet, "machine"),
+                                              os.path.join(self.logs, "record-machine.log")))
+                for k in range(lab.nodes) if recorder == "node" else ():
                     recorders.append(Recorder(lab, k, os.path.join(self.fleet, lab.hostname(k)),
                                               os.path.join(self.logs, f"record-node{k}.log")))
                 for rec in recorders:

@@ -68,6 +68,13 @@ def limited_from_start(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def lossy_seen_from_the_machine(tmp_path_factory):
+    """The loss run recorded by one recorder in the machine's own namespace for every node (as on
+    a machine whose pods each have a namespace), not one per node."""
+    return _run(tmp_path_factory, "loss-root", recorder="root", plant=lambda lab: lab.loss(LOSSY, LOSS))
+
+
+@pytest.fixture(scope="module")
 def slow(tmp_path_factory):
     return _run(tmp_path_factory, "slow", slow_rank=SLOW, slow_ms=SLOW_MS)
 
@@ -277,3 +284,21 @@ def test_baseline_of_another_job_or_without_steps_is_one_line(clean, tmp_path):
     _, stderr = analyze_json(tmp_path, clean.fleet, "--baseline", str(untraced), check=False)
     assert "no training steps (ProfilerStep#N)" in stderr, stderr
     assert len(stderr.strip().splitlines()) == 1, stderr
+
+
+@pytest.mark.diagnosis
+def test_one_recorder_for_the_whole_machine_names_the_lossy_namespace(lossy_seen_from_the_machine):
+    """Every flow has the recorder's hostname; each node is its network namespace
+    (`flows.netns`), so the verdict names `<machine>/<namespace>` of the lossy node, not the
+    machine that holds them all."""
+    run = lossy_seen_from_the_machine
+    hosts = {f[0] for f in flows(run)}
+    assert len(hosts) == 1, hosts
+    nss = {r[0] for r in duckdb.sql(f"SELECT DISTINCT netns FROM read_parquet('{run.fleet}/machine/flows/*.parquet')").fetchall()}
+    assert {run.lab.ns(k) for k in range(NODES)} <= nss, nss
+    assert run.findings, "no finding"
+    first = run.findings[0]
+    lossy = f"{hosts.pop()}/{run.lab.ns(LOSSY)}"
+    assert first["category"] == "slowdown" and lossy in (first["host"], first["subject"]), first
+    measured = run.time_lost_in_run()
+    assert abs(first["time_lost_s"] - measured) <= MAX_LOST_ERROR * measured, (first["time_lost_s"], measured)

@@ -64,6 +64,14 @@ WHERE coalesce(f.bytes_sent, 0) + coalesce(f.bytes_received, 0) >= p.min_flow_by
 GROUP BY p.min_queueing_us, p.queueing_vs_fleet;
 
 -- Retransmitted segments per flow and window.
+-- The node each flow belongs to: its recorder's host, or, for a socket in another network
+-- namespace than the recorder's (one recorder in the root namespace of a machine whose pods or
+-- containers each have their own), `host/namespace`: every namespace is a node of its own.
+CREATE OR REPLACE VIEW st_flow_node AS
+SELECT host, flow_id, any_value(local_addr) AS local_addr,
+       any_value(CASE WHEN coalesce(netns, '') = '' THEN host ELSE host || '/' || netns END) AS node
+FROM flows GROUP BY host, flow_id;
+
 CREATE OR REPLACE VIEW st_retrans_window AS
 SELECT host, flow_id, st_us(ts) // p.window_us AS w, count(*) AS retransmits
 FROM retransmits, st_params p
@@ -614,11 +622,13 @@ FROM s JOIN b USING (source, collective, position), st_params p;
 -- Which node is at each end of a retransmitted segment: the recording host, and the host that
 -- owns the remote address in the same capture (else the address itself).
 CREATE OR REPLACE VIEW st_retrans_ends AS
-WITH owner AS (SELECT DISTINCT host, local_addr AS addr FROM flows)
-SELECT r.host, st_us(r.ts) AS ts_us, r.flow_id, r.remote_addr,
-       coalesce((SELECT min(o.host) FROM owner o WHERE o.addr = r.remote_addr AND o.host <> r.host), r.remote_addr) AS remote_node
-FROM retransmits r
-WHERE r.kind = 'retransmit' AND r.remote_addr <> r.local_addr;
+WITH owner AS (SELECT DISTINCT node, local_addr AS addr FROM st_flow_node),
+r AS (
+    SELECT r.host, st_us(r.ts) AS ts_us, r.flow_id, r.remote_addr, coalesce(n.node, r.host) AS node
+    FROM retransmits r LEFT JOIN st_flow_node n ON n.host = r.host AND n.flow_id = r.flow_id
+    WHERE r.kind = 'retransmit' AND r.remote_addr <> r.local_addr)
+SELECT r.*, coalesce((SELECT min(o.node) FROM owner o WHERE o.addr = r.remote_addr AND o.node <> r.node), r.remote_addr) AS remote_node
+FROM r;
 
 -- Retransmits during each slow step, counted for each end of their link: the node whose own
 -- link loses packets collects the retransmits of all its peers and ranks above each neighbour.
@@ -627,7 +637,7 @@ WITH x AS (SELECT * FROM st_collective_excess WHERE slow OR late),
 ends AS (
     SELECT x.source, x.collective, x.step, e.node, count(*) AS retransmits
     FROM x JOIN st_retrans_ends l ON l.ts_us BETWEEN x.first_start_us AND x.last_end_us
-    CROSS JOIN LATERAL (SELECT unnest([l.host, l.remote_node]) AS node) e
+    CROSS JOIN LATERAL (SELECT unnest([l.node, l.remote_node]) AS node) e
     GROUP BY ALL)
 -- When two nodes tie (all retransmits on the one link between them: a ring sends over one link
 -- per node), the retransmits cannot tell which end's port loses packets: the link is named.
@@ -642,23 +652,24 @@ SELECT source, collective, step,
 FROM (SELECT *, max(retransmits) OVER (PARTITION BY source, collective, step) AS top FROM ends)
 GROUP BY source, collective, step;
 
--- The flows that carry data (at least `min_flow_bytes`), with the node at the other end: the
--- host owning the remote address in the same capture (else the address itself).
+-- The flows that carry data (at least `min_flow_bytes`), with their node and the node at the
+-- other end: the one owning the remote address in the same capture (else the address itself).
 CREATE OR REPLACE VIEW st_data_flow AS
-WITH owner AS (SELECT DISTINCT host, local_addr AS addr FROM flows),
+WITH owner AS (SELECT DISTINCT node, local_addr AS addr FROM st_flow_node),
 f AS (
     SELECT host, flow_id, any_value(local_addr) AS local_addr, any_value(remote_addr) AS remote_addr
     FROM flows, st_params p
     GROUP BY host, flow_id, p.min_flow_bytes
-    HAVING sum(coalesce(bytes_sent, 0) + coalesce(bytes_received, 0)) >= p.min_flow_bytes)
-SELECT f.*, coalesce((SELECT min(o.host) FROM owner o WHERE o.addr = f.remote_addr AND o.host <> f.host),
-                     f.remote_addr) AS remote_node
-FROM f WHERE f.remote_addr <> f.local_addr;
+    HAVING sum(coalesce(bytes_sent, 0) + coalesce(bytes_received, 0)) >= p.min_flow_bytes),
+n AS (SELECT f.*, fn.node FROM f JOIN st_flow_node fn USING (host, flow_id))
+SELECT n.*, coalesce((SELECT min(o.node) FROM owner o WHERE o.addr = n.remote_addr AND o.node <> n.node),
+                     n.remote_addr) AS remote_node
+FROM n WHERE n.remote_addr <> n.local_addr;
 
 -- RTT samples of the flows that carry data, with the node at each end and the queueing in each
 -- sample: its smoothed RTT above the path's windowed minimum.
 CREATE OR REPLACE VIEW st_rtt_ends AS
-SELECT r.host, st_us(r.ts) AS ts_us, r.flow_id, n.remote_node,
+SELECT r.host, n.node, st_us(r.ts) AS ts_us, r.flow_id, n.remote_node,
        r.srtt_us - coalesce(nullif(r.min_rtt_us, 0), r.srtt_us) AS queued_us
 FROM rtt r JOIN st_data_flow n USING (host, flow_id);
 
@@ -670,11 +681,11 @@ WITH s AS (
     SELECT host, flow_id, delivery_rate_bps,
            bytes_acked - lag(bytes_acked) OVER (PARTITION BY host, flow_id ORDER BY ts) AS acked
     FROM rtt WHERE delivery_rate_bps > 0)
-SELECT n.host, n.flow_id, n.remote_node, median(s.delivery_rate_bps) AS rate_bps, count(*) AS sending_samples,
+SELECT n.host, n.flow_id, n.node, n.remote_node, median(s.delivery_rate_bps) AS rate_bps, count(*) AS sending_samples,
        sum(s.acked) AS acked_bytes
 FROM s JOIN st_data_flow n USING (host, flow_id), st_params p
 WHERE s.acked > 0
-GROUP BY n.host, n.flow_id, n.remote_node, p.min_rtt_samples
+GROUP BY n.host, n.flow_id, n.node, n.remote_node, p.min_rtt_samples
 HAVING count(*) >= p.min_rtt_samples;
 
 -- A rate for people: 96 Mbit/s, 1.3 Gbit/s.
@@ -690,7 +701,7 @@ WITH ends AS (
     SELECT x.source, x.collective, x.step, any_value(x.slow) AS slow, e.node, count(*) AS samples
     FROM st_collective_excess x JOIN st_rtt_ends r ON r.ts_us BETWEEN x.first_start_us AND x.last_end_us
     CROSS JOIN st_fleet_queueing q
-    CROSS JOIN LATERAL (SELECT unnest([r.host, r.remote_node]) AS node) e
+    CROSS JOIN LATERAL (SELECT unnest([r.node, r.remote_node]) AS node) e
     WHERE r.queued_us >= q.threshold_us
     GROUP BY x.source, x.collective, x.step, e.node)
 SELECT source, collective, step, any_value(slow) AS slow,
@@ -973,8 +984,8 @@ e AS (
     FROM c),
 bulk AS (SELECT * FROM st_flow_delivery WHERE acked_bytes >= 0.25 * (SELECT max(acked_bytes) FROM st_flow_delivery))
 SELECT e.culprit,
-       min(f.rate_bps) FILTER (WHERE list_contains(e.ends, f.host) OR list_contains(e.ends, f.remote_node)) AS slowest_bps,
-       median(f.rate_bps) FILTER (WHERE NOT list_contains(e.ends, f.host) AND NOT list_contains(e.ends, f.remote_node)) AS others_bps
+       min(f.rate_bps) FILTER (WHERE list_contains(e.ends, f.node) OR list_contains(e.ends, f.remote_node)) AS slowest_bps,
+       median(f.rate_bps) FILTER (WHERE NOT list_contains(e.ends, f.node) AND NOT list_contains(e.ends, f.remote_node)) AS others_bps
 FROM e CROSS JOIN bulk f
 GROUP BY e.culprit;
 
