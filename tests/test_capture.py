@@ -255,6 +255,36 @@ def test_a_connection_from_an_earlier_run_is_adopted(net, tmp_path):
     assert first.query("SELECT adopted, open_at_end FROM flows WHERE remote_port = 5219") == [(False, True)]
 
 
+def test_connections_open_before_any_run_are_adopted(net, tmp_path):
+    """A job's connections opened before scaletrace ever ran (no callbacks turned on by anyone):
+    the iter/tcp program turns them on at the start, sock_ops adopts each at its next ACK with
+    the socket's totals, and one the filters leave out is not recorded."""
+    wanted, other = (5225, 5226, 5227), 5224
+    # one server per connection: the lab's server reads its connections one after the other
+    servers = [Server(net, port) for port in (*wanted, other)]
+    clients = [subprocess.Popen(["ip", "netns", "exec", net.a, sys.executable, "-c", PAUSING_CLIENT, net.b_ip, str(port)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+               for port in (*wanted, other)]
+    for c in clients:
+        assert c.stdout.readline().strip() == "sent"
+    rec = Recorder(tmp_path, "--netns", net.a, "--port", f"{wanted[0]}-{wanted[-1]}")
+    assert "adopting connections open before the start: 4 in 1 network namespace" in rec.stderr, rec.stderr
+    for c in clients:
+        c.stdin.write("\n")
+        c.stdin.flush()
+        assert c.stdout.readline().strip() == "done"
+        c.wait(timeout=30)
+    assert [s.received() for s in servers] == [[2 << 20]] * 4
+    assert rec.stop() == 0, rec.stderr
+    rows = rec.query(f"SELECT remote_port, adopted, tracked, bytes_sent, rtt_updates FROM flows WHERE remote_port <> {other} ORDER BY 1")
+    assert [r[0] for r in rows] == list(wanted), rows
+    for _, adopted, tracked, sent, rtt_updates in rows:
+        # both megabytes, the one sent before the run too (+ SYN and FIN)
+        assert adopted and tracked and rtt_updates > 0 and sent == (2 << 20) + 2, rows
+    assert rec.query(f"SELECT count(*) FROM flows WHERE remote_port = {other}") == [(0,)]
+    assert "iter:tcp" in rec.query("SELECT hooks_attached FROM capture")[0][0]
+
+
 def test_cidr_filter(net, tmp_path):
     rec = Recorder(tmp_path, "--netns", net.a, "--cidr", "192.0.2.0/24")
     transfer(net, 5209, MB)

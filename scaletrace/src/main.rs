@@ -1,4 +1,5 @@
 //! scaletrace: makes the network fabric of distributed GPU training visible.
+mod adopt;
 mod agent;
 mod analyze;
 mod assemble;

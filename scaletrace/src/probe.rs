@@ -114,6 +114,7 @@ pub fn load_and_attach(
     max_qps: u32,
     tracefs_root: &Path,
     cgroup: &Path,
+    netns: Option<&Path>,
 ) -> Result<Capture> {
     let mut hooks = Hooks::default();
     let usable_tracepoints = tracepoint_offsets(&mut config, tracefs_root, &mut hooks);
@@ -138,9 +139,12 @@ pub fn load_and_attach(
         .context("loading the eBPF object into the kernel failed")?;
 
     match attach_sockops(&mut ebpf, cgroup) {
-        Ok(()) => hooks
-            .attached
-            .push(format!("sock_ops:{}", cgroup.display())),
+        Ok(()) => {
+            hooks
+                .attached
+                .push(format!("sock_ops:{}", cgroup.display()));
+            adopt_open_connections(&mut ebpf, netns, &mut hooks);
+        }
         Err(e) => hooks.missing.push(("sock_ops".into(), short_error(&e))),
     }
     for tp in TRACEPOINTS
@@ -154,6 +158,45 @@ pub fn load_and_attach(
         }
     }
     Ok(Capture { ebpf, hooks })
+}
+
+/// Turns on sock_ops' callbacks for the connections already open (after sock_ops is attached,
+/// so none is missed in between), and says what it did.
+fn adopt_open_connections(ebpf: &mut Ebpf, netns: Option<&Path>, hooks: &mut Hooks) {
+    const HOOK: &str = "iter:tcp";
+    let namespaces = crate::adopt::namespaces(netns);
+    match crate::adopt::adopt_open_connections(ebpf, &namespaces) {
+        Ok(a) => {
+            for (ns, why) in &a.failed {
+                log::debug!("open connections in {} not adopted: {why}", ns.display());
+            }
+            if a.refused > 0 && a.connections == 0 {
+                hooks.missing.push((
+                    HOOK.into(),
+                    format!(
+                        "this kernel does not let a program turn on an open connection's callbacks (Linux 6.12 does): {} connections open before the start are not recorded",
+                        a.refused
+                    ),
+                ));
+                return;
+            }
+            log::info!(
+                "adopting connections open before the start: {} in {} network namespace(s){}, recorded from their next ACK if the filters keep them",
+                a.connections,
+                a.namespaces,
+                if a.failed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({} could not be entered)", a.failed.len())
+                }
+            );
+            hooks.attached.push(HOOK.into());
+        }
+        Err(e) => hooks.missing.push((
+            format!("{HOOK} (connections open before the start)"),
+            short_error(&e),
+        )),
+    }
 }
 
 /// Error text for one hook: the verifier log can be thousands of lines, so keep the cause and

@@ -67,7 +67,7 @@ impl Table for FlowRow {
             i64_col("duration_ns", "ns", "`end - start`, or capture end - start for open flows.", |r| r.duration_ns),
             bool_col("open_at_end", "The flow was still open when the capture stopped.", |r| r.open_at_end),
             bool_col("tracked", "false: the kernel flow table was full when the connection started (`capture.flows_untracked_map_full`); only its counters at close are known, so `start` is its close time, `duration_ns` 0 and it has no RTT samples.", |r| r.tracked),
-            bool_col("adopted", "The connection was open before this run started (an earlier scaletrace run had enabled its callbacks: an agent restart or upgrade): `start` is when this run adopted it, the counters are the socket's totals since it opened, direction is `unknown`.", |r| r.adopted),
+            bool_col("adopted", "The connection was open before this run started (an agent started, restarted or upgraded under a running job): `start` is when this run adopted it (its first ACK in this run), the counters are the socket's totals since it opened, direction is `unknown`.", |r| r.adopted),
             u64_col("bytes_sent", "bytes", "Bytes acknowledged by the peer (tcp_sock.bytes_acked).", |r| r.bytes_sent),
             u64_col("bytes_received", "bytes", "Bytes received in order (tcp_sock.bytes_received).", |r| r.bytes_received),
             u32_col("segs_out", "segments", "Segments sent, including retransmits.", |r| r.segs_out),

@@ -93,8 +93,13 @@ pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
         log::warn!("no kernel BTF at /sys/kernel/btf/vmlinux; continuing (tracepoint layouts come from tracefs)");
     }
     environment::raise_memlock_limit();
-    let netns_cookie = match &args.netns {
-        Some(spec) => environment::netns_cookie(&environment::netns_path(spec)?)?,
+    let netns_path = args
+        .netns
+        .as_deref()
+        .map(environment::netns_path)
+        .transpose()?;
+    let netns_cookie = match &netns_path {
+        Some(path) => environment::netns_cookie(path)?,
         None => 0,
     };
     let config = args.config(netns_cookie)?;
@@ -165,6 +170,7 @@ pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
         args.max_qps,
         &tracefs_root,
         &cgroup,
+        netns_path.as_deref(),
     )?;
     for (family, explicit, lib_prefix, soname) in [
         (&probe::NCCL, &args.nccl_libs, "libnccl.so", "libnccl.so"),
