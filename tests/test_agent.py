@@ -519,3 +519,36 @@ def test_a_full_disk_costs_an_interval_not_the_agent(net, tmp_path):
         assert time.time() - newest < 10
     finally:
         subprocess.run(["umount", "-l", str(spool)])
+
+
+OPEN_BEFORE = textwrap.dedent("""
+    import socket, sys
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+    c.sendall(b'y' * 1_000_000)
+    print(c.getsockname()[1], flush=True)
+    sys.stdin.readline()  # the agent starts meanwhile
+    c.sendall(b'y' * 1_000_000)
+    c.close()
+""")
+
+
+def test_connections_open_before_the_agent_started_are_recorded(net, tmp_path):
+    """The agent started (or restarted, or upgraded) while a job's long-lived connections are
+    already open: each is a flow from its next ACK on, with its totals since it opened."""
+    spool = tmp_path / "spool"
+    server = started(["ip", "netns", "exec", net.b, sys.executable, "-c", SERVER, net.b_ip, str(PORT)])
+    clients = [subprocess.Popen(["ip", "netns", "exec", net.a, sys.executable, "-c", OPEN_BEFORE, net.b_ip, str(PORT)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    ports = sorted(int(c.stdout.readline()) for c in clients)
+    agent = Agent(spool, "--netns", net.a)
+    for c in clients:
+        c.communicate("\n", timeout=30)
+    time.sleep(0.5)
+    assert agent.stop() == 0, agent.stderr
+    server.kill()
+    assert "adopting connections open before the start: 4 in 1 network namespace" in agent.stderr, agent.stderr
+    rows = duckdb.connect().execute(f"""
+        SELECT local_port, adopted, bytes_sent FROM read_parquet('{spool}/table=flows/**/*.parquet', union_by_name = true)
+        WHERE remote_port = {PORT} ORDER BY local_port""").fetchall()
+    # both megabytes, the one sent before the agent started too (+ SYN and FIN)
+    assert rows == [(p, True, 2_000_002) for p in ports], rows
