@@ -630,6 +630,14 @@ r AS (
 SELECT r.*, coalesce((SELECT min(o.node) FROM owner o WHERE o.addr = r.remote_addr AND o.node <> r.node), r.remote_addr) AS remote_node
 FROM r;
 
+-- The node a step's evidence blames: the one at the end of most of it, or, when two nodes tie
+-- (all of it on the one link between them: a ring sends over one link per node), the link
+-- `link A - B`, since the evidence cannot tell which end's port is at fault.
+CREATE OR REPLACE MACRO st_blamed_end(top_nodes, most) AS
+    CASE WHEN len(top_nodes) = 2
+         THEN 'link ' || list_sort(top_nodes)[1] || ' - ' || list_sort(top_nodes)[2]
+         ELSE most END;
+
 -- Retransmits during each slow step, counted for each end of their link: the node whose own
 -- link loses packets collects the retransmits of all its peers and ranks above each neighbour.
 CREATE OR REPLACE VIEW st_slow_step_retransmits AS
@@ -639,13 +647,8 @@ ends AS (
     FROM x JOIN st_retrans_ends l ON l.ts_us BETWEEN x.first_start_us AND x.last_end_us
     CROSS JOIN LATERAL (SELECT unnest([l.node, l.remote_node]) AS node) e
     GROUP BY ALL)
--- When two nodes tie (all retransmits on the one link between them: a ring sends over one link
--- per node), the retransmits cannot tell which end's port loses packets: the link is named.
 SELECT source, collective, step,
-       CASE WHEN count(*) FILTER (WHERE retransmits = top) = 2
-            THEN 'link ' || list_sort(list(node) FILTER (WHERE retransmits = top))[1] || ' - '
-                         || list_sort(list(node) FILTER (WHERE retransmits = top))[2]
-            ELSE arg_max(node, retransmits) END AS node,
+       st_blamed_end(list(node) FILTER (WHERE retransmits = top), arg_max(node, retransmits)) AS node,
        max(retransmits) AS node_retransmits,
        -- each retransmit was counted at both of its ends
        sum(retransmits) // 2 AS retransmits
@@ -705,10 +708,7 @@ WITH ends AS (
     WHERE r.queued_us >= q.threshold_us
     GROUP BY x.source, x.collective, x.step, e.node)
 SELECT source, collective, step, any_value(slow) AS slow,
-       CASE WHEN count(*) FILTER (WHERE samples = top) = 2
-            THEN 'link ' || list_sort(list(node) FILTER (WHERE samples = top))[1] || ' - '
-                         || list_sort(list(node) FILTER (WHERE samples = top))[2]
-            ELSE arg_max(node, samples) END AS node,
+       st_blamed_end(list(node) FILTER (WHERE samples = top), arg_max(node, samples)) AS node,
        max(samples) AS node_samples,
        -- each sample was counted at both of its ends
        sum(samples) // 2 AS samples
