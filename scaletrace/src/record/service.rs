@@ -23,7 +23,40 @@ const HEALTH_EVERY: Duration = Duration::from_secs(2);
 /// Room made on a full disk at least: the next interval's files must fit.
 const MIN_FREE_BYTES: u64 = 1 << 20;
 
+/// How often this host's own files may be deleted while its disk stays full: at once the first
+/// time, then after 1 s, 2 s, 4 s ... up to a minute, until an interval is written whole again.
+/// Deleting at every tick (up to 20 times a second) emptied the spool of data that space freed
+/// elsewhere (an upload, an operator) would have saved.
+#[derive(Debug)]
+struct EvictionPace {
+    next: Option<Instant>,
+    wait: Duration,
+}
+
+impl EvictionPace {
+    const FIRST_WAIT: Duration = Duration::from_secs(1);
+    const MAX_WAIT: Duration = Duration::from_secs(60);
+
+    fn new() -> Self {
+        EvictionPace {
+            next: None,
+            wait: Self::FIRST_WAIT,
+        }
+    }
+
+    /// Whether an eviction may run now; if so, the next one waits twice as long.
+    fn due(&mut self, now: Instant) -> bool {
+        if self.next.is_some_and(|t| now < t) {
+            return false;
+        }
+        self.next = Some(now + self.wait);
+        self.wait = (self.wait * 2).min(Self::MAX_WAIT);
+        true
+    }
+}
+
 pub struct Service {
+    eviction: EvictionPace,
     settings: AgentSettings,
     spool: Spool,
     gpu_output: GpuOutput,
@@ -55,6 +88,7 @@ impl Service {
             ..Default::default()
         };
         Ok(Service {
+            eviction: EvictionPace::new(),
             settings: run.settings,
             spool,
             gpu_output,
@@ -114,12 +148,16 @@ impl Service {
     /// space. Dying would lose more: the interval, and everything until someone restarts it.
     fn on_disk_full(&mut self, sinks: &mut Sinks, error: &anyhow::Error) {
         let held = sinks.drop_open_interval();
-        let (files, bytes) = crate::agent::spool::evict_oldest(
-            &self.spool_root,
-            &self.spool_host,
-            held.max(MIN_FREE_BYTES),
-            &self.spool.stats,
-        );
+        let (files, bytes) = if self.eviction.due(Instant::now()) {
+            crate::agent::spool::evict_oldest(
+                &self.spool_root,
+                &self.spool_host,
+                held.max(MIN_FREE_BYTES),
+                &self.spool.stats,
+            )
+        } else {
+            (0, 0)
+        };
         let resumed = sinks.try_resume();
         log::warn!(
             "the spool's disk is full ({}): dropped the open interval ({} rows lost so far, counted in capture.rows_lost_disk_full) and deleted the {files} oldest completed files ({:.1} MB); {}",
@@ -211,13 +249,19 @@ impl Rotation<'_> {
             return Ok(());
         };
         if sinks.waiting_for_space() {
-            crate::agent::spool::evict_oldest(
-                &service.spool_root,
-                &service.spool_host,
-                MIN_FREE_BYTES,
-                &service.spool.stats,
-            );
-            if sinks.try_resume() {
+            // space may have come back by itself (an upload, an operator): delete only when
+            // it has not, and at the eviction pace
+            let resumed = sinks.try_resume()
+                || (service.eviction.due(Instant::now()) && {
+                    crate::agent::spool::evict_oldest(
+                        &service.spool_root,
+                        &service.spool_host,
+                        MIN_FREE_BYTES,
+                        &service.spool.stats,
+                    );
+                    sinks.try_resume()
+                });
+            if resumed {
                 log::info!(
                     "space on the spool's disk again: recording resumed ({} rows lost to the full disk so far)",
                     sinks.rows_lost_disk_full
@@ -226,6 +270,8 @@ impl Rotation<'_> {
             }
         } else if service.due(sinks) {
             sinks.rotate(counters, self.hooks, maps)?;
+            // an interval written whole: the disk has room again
+            service.eviction = EvictionPace::new();
             service.rotations += 1;
             service.last_rotation = Instant::now();
             if let Some(g) = self.gpus.take() {
@@ -245,5 +291,29 @@ impl Rotation<'_> {
             service.update_health(sinks, counters, &stats);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod eviction_pace_tests {
+    use super::*;
+
+    #[test]
+    fn at_once_then_ever_more_rarely_up_to_a_minute() {
+        let mut pace = EvictionPace::new();
+        let t0 = Instant::now();
+        assert!(pace.due(t0));
+        // every tick of the next second: no more deletions
+        assert!((1..20).all(|i| !pace.due(t0 + Duration::from_millis(50 * i))));
+        assert!(pace.due(t0 + Duration::from_secs(1)));
+        assert!(!pace.due(t0 + Duration::from_millis(2900)));
+        assert!(pace.due(t0 + Duration::from_secs(3)));
+        let mut t = t0 + Duration::from_secs(3);
+        for _ in 0..10 {
+            t += Duration::from_secs(120);
+            assert!(pace.due(t));
+        }
+        assert_eq!(pace.wait, EvictionPace::MAX_WAIT);
+        assert!(!pace.due(t + Duration::from_secs(59)));
     }
 }
