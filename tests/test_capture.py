@@ -36,6 +36,7 @@ def test_clean_transfer_is_recorded_with_its_tuple_bytes_and_rtt(net, tmp_path):
     # bytes_acked counts the FIN too; allow a few percent as the issue asks.
     assert abs(sent - received) <= 0.02 * received
     assert total_retrans == 0 and retrans_events == 0
+    assert rec.query(f"SELECT loss_recovery_ns FROM flows WHERE flow_id = {flow_id}") == [(0,)]
     assert rtt_updates > 0
     assert rec.query(f"SELECT count(*) FROM retransmits WHERE flow_id = {flow_id}")[0][0] == 0
 
@@ -61,6 +62,9 @@ def test_random_loss_shows_up_as_retransmits(net, tmp_path):
     flow_id, sent, total_retrans, retrans_events, *_ = client_flow(rec, net, 5202)
     assert abs(sent - received) <= 0.02 * received
     assert total_retrans > 0 and retrans_events > 0
+    # each loss costs its recovery: some of the transfer, not all of it
+    recovery, duration = rec.query(f"SELECT loss_recovery_ns, duration_ns FROM flows WHERE flow_id = {flow_id}")[0]
+    assert 0 < recovery < duration, (recovery, duration)
     rows = rec.query(f"SELECT count(*), min(kind), min(state) FROM retransmits WHERE flow_id = {flow_id}")
     count, kind, _state = rows[0]
     assert count > 0 and kind == "retransmit"
@@ -100,9 +104,11 @@ def test_a_blackout_is_counted_as_retransmit_timeouts_with_their_recovery_time(n
     server.received()
     assert rec.stop() == 0, rec.stderr
     timeouts = tcp_timeouts(net) - before
-    rows = rec.query("SELECT rto_count, rto_recovery_ns, total_retrans FROM flows WHERE remote_port = 5223")
+    rows = rec.query("SELECT rto_count, rto_recovery_ns, total_retrans, loss_recovery_ns FROM flows WHERE remote_port = 5223")
     assert len(rows) == 1, rows
-    rto_count, recovery_ns, total_retrans = rows[0]
+    rto_count, recovery_ns, total_retrans, loss_recovery_ns = rows[0]
+    # the loss recovery holds the timeout stall: from the first retransmit, the first timeout's
+    assert recovery_ns <= loss_recovery_ns <= recovery_ns + 1e9, (recovery_ns, loss_recovery_ns)
     assert timeouts >= 2, timeouts  # 200 ms, 400 ms, 800 ms... within 1.5 s
     assert rto_count == timeouts, (rto_count, timeouts)
     assert total_retrans >= rto_count

@@ -185,6 +185,12 @@ pub struct FlowStats {
     /// Sum over stalls of the time from their first timeout to the next ACK that carried an
     /// RTT sample (new data acknowledged): the part of each stall after the timer fired.
     pub rto_recovery_ns: u64,
+    /// Kernel monotonic ns of the first retransmit of the current loss recovery (fast or after
+    /// a timeout); 0 when no retransmitted segment is outstanding.
+    pub recovery_at_ns: u64,
+    /// Sum over loss recoveries of the time from their first retransmit to the first ACK that
+    /// leaves no retransmitted segment outstanding.
+    pub loss_recovery_ns: u64,
 }
 
 #[repr(C)]
@@ -461,7 +467,7 @@ mod layout_tests {
         assert_eq!(size_of::<TracepointOffsets>(), 22);
         assert_eq!(size_of::<Config>(), 136);
         assert_eq!(size_of::<FlowTuple>(), 40);
-        assert_eq!(size_of::<FlowStats>(), 176);
+        assert_eq!(size_of::<FlowStats>(), 192);
         assert_eq!(size_of::<EventHeader>(), 16);
         assert_eq!(size_of::<RttSampleEvent>(), 88);
         assert_eq!(size_of::<RetransmitEvent>(), 72);

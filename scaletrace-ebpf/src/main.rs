@@ -427,6 +427,11 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
         flow.rto_recovery_ns += now.saturating_sub(flow.rto_at_ns);
         flow.rto_at_ns = 0;
     }
+    // ... and a loss recovery is over once no retransmitted segment is outstanding.
+    if flow.recovery_at_ns != 0 && ops.retrans_out == 0 {
+        flow.loss_recovery_ns += now.saturating_sub(flow.recovery_at_ns);
+        flow.recovery_at_ns = 0;
+    }
     if flow.last_sample_ns != 0 && now - flow.last_sample_ns < cfg!(rtt_sample_interval_ns) {
         count(STAT_RATE_LIMITED + EVENT_RTT_SAMPLE);
         return Ok(());
@@ -467,7 +472,12 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
 fn on_retransmit(ctx: &SockOpsContext) -> Result<(), i64> {
     let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
     if let Some(flow) = FLOWS.get_ptr_mut(cookie) {
-        unsafe { (*flow).retrans_events += 1 };
+        let flow = unsafe { &mut *flow };
+        flow.retrans_events += 1;
+        // the first retransmit starts a loss recovery; more during it continue it
+        if flow.recovery_at_ns == 0 {
+            flow.recovery_at_ns = unsafe { bpf_ktime_get_ns() };
+        }
     }
     Ok(())
 }

@@ -118,6 +118,12 @@ impl Assembler {
                 } else {
                     0
                 },
+            loss_recovery_ns: s.loss_recovery_ns
+                + if s.recovery_at_ns != 0 {
+                    end_mono.saturating_sub(s.recovery_at_ns)
+                } else {
+                    0
+                },
             rtt_updates: s.rtt_count,
             srtt_min_us: has_rtt.then_some(s.srtt_min_us),
             srtt_mean_us: has_rtt.then(|| s.srtt_sum_us as f64 / s.rtt_count as f64),

@@ -19,7 +19,7 @@ SELECT f.host, f.flow_id, f.local_addr, f.local_port, f.remote_addr, f.remote_po
        coalesce(i.name, f.local_addr) AS local_iface,
        f.host || ' ' || f.local_addr || ':' || f.local_port || ' -> ' || f.remote_addr || ':' || f.remote_port AS flow_label,
        f.start, f."end", f.duration_ns, f.bytes_sent, f.bytes_received, f.data_segs_out,
-       f.total_retrans, f.rto_count, f.rto_recovery_ns, f.pid, f.comm
+       f.total_retrans, f.rto_count, f.rto_recovery_ns, f.loss_recovery_ns, f.pid, f.comm
 FROM flows f
 LEFT JOIN (SELECT host, addr, any_value(name) AS name FROM interfaces GROUP BY ALL) i
        ON i.host = f.host AND i.addr = f.local_addr;
@@ -120,7 +120,7 @@ SELECT f.host, f.flow_id, f.flow_label, f.local_iface, f.remote_addr,
        f.data_segs_out,
        greatest(coalesce(f.total_retrans, 0), coalesce(w.retrans_events, 0)) / nullif(f.data_segs_out, 0) AS retrans_ratio,
        greatest(coalesce(f.total_retrans, 0), coalesce(w.retrans_events, 0)) / nullif(f.duration_ns / 1e9, 0) AS retrans_per_s,
-       f.rto_count, f.rto_recovery_ns / 1e9 AS rto_recovery_s,
+       f.rto_count, f.rto_recovery_ns / 1e9 AS rto_recovery_s, f.loss_recovery_ns / 1e9 AS loss_recovery_s,
        w.windows, w.windows_with_retrans, w.max_in_window,
        -- peak window against the flow's average window: 1 = evenly spread, large = one burst
        w.max_in_window / nullif(w.retrans_events / w.windows, 0) AS burstiness,
@@ -1010,8 +1010,10 @@ WITH f AS (
     WHERE retransmits >= p.min_retransmits AND (retrans_ratio >= p.min_retrans_ratio OR collapse_windows > 0)
     UNION ALL
     SELECT 'retransmits', 'flow', flow_label, host, NULL, retrans_ratio,
-           printf('flow %s: %d retransmits (%.3g%% of data segments, %.1f/s)%s, burstiness %.1f, throughput collapsed in %d of %d windows with retransmits',
+           printf('flow %s: %d retransmits (%.3g%% of data segments, %.1f/s)%s%s, burstiness %.1f, throughput collapsed in %d of %d windows with retransmits',
                   flow_label, retransmits, 100 * retrans_ratio, retrans_per_s,
+                  CASE WHEN coalesce(loss_recovery_s, 0) > 0
+                       THEN printf('; in loss recovery %.2f s', loss_recovery_s) ELSE '' END,
                   CASE WHEN coalesce(rto_count, 0) > 0
                        THEN printf('; %d retransmission timeouts, stalled %.2f s after them', rto_count, rto_recovery_s) ELSE '' END,
                   coalesce(burstiness, 0), coalesce(collapse_windows, 0), coalesce(windows_with_retrans, 0))
