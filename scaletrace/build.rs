@@ -1,5 +1,5 @@
 //! Builds the eBPF object (nightly, bpfel-unknown-none, bpf-linker) and leaves it in OUT_DIR,
-//! where `src/ebpf.rs` embeds it, so `scaletrace` ships as one binary.
+//! where `src/probe.rs` embeds it (`EBPF_OBJECT`), so `scaletrace` ships as one binary.
 use anyhow::{anyhow, Context as _};
 
 fn main() -> anyhow::Result<()> {

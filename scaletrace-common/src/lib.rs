@@ -49,7 +49,6 @@ pub const DIRECTION_PASSIVE: u8 = 2;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TracepointOffsets {
-    pub skaddr: u16,
     pub oldstate: u16,
     pub newstate: u16,
     pub sport: u16,
@@ -65,7 +64,6 @@ pub struct TracepointOffsets {
 impl TracepointOffsets {
     pub const ABSENT: u16 = u16::MAX;
     pub const NONE: Self = Self {
-        skaddr: Self::ABSENT,
         oldstate: Self::ABSENT,
         newstate: Self::ABSENT,
         sport: Self::ABSENT,
@@ -103,7 +101,7 @@ pub struct Config {
     pub retransmit_tp: TracepointOffsets,
     pub synack_tp: TracepointOffsets,
     pub state_tp: TracepointOffsets,
-    pub _pad: [u8; 6],
+    pub _pad: [u8; 12],
 }
 
 impl Config {
@@ -121,7 +119,7 @@ impl Config {
         retransmit_tp: TracepointOffsets::NONE,
         synack_tp: TracepointOffsets::NONE,
         state_tp: TracepointOffsets::NONE,
-        _pad: [0; 6],
+        _pad: [0; 12],
     };
 }
 
@@ -309,10 +307,11 @@ pub struct NcclCallEvent {
     pub _pad: u32,
 }
 
-/// Key of an NCCL call in flight: one per thread and function.
+/// Key of a traced library call in flight (NCCL, libibverbs): one per thread and function,
+/// from its entry probe to its return probe.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct NcclCallKey {
+pub struct CallKey {
     pub pid_tgid: u64,
     pub op: u32,
     pub _pad: u32,
@@ -464,7 +463,7 @@ mod layout_tests {
     // Sizes with no implicit padding: the kernel and userspace must agree byte for byte.
     #[test]
     fn structs_have_no_hidden_padding() {
-        assert_eq!(size_of::<TracepointOffsets>(), 22);
+        assert_eq!(size_of::<TracepointOffsets>(), 20);
         assert_eq!(size_of::<Config>(), 136);
         assert_eq!(size_of::<FlowTuple>(), 40);
         assert_eq!(size_of::<FlowStats>(), 192);
@@ -473,7 +472,7 @@ mod layout_tests {
         assert_eq!(size_of::<RetransmitEvent>(), 72);
         assert_eq!(size_of::<StateChangeEvent>(), 96);
         assert_eq!(size_of::<NcclCallEvent>(), 96);
-        assert_eq!(size_of::<NcclCallKey>(), 16);
+        assert_eq!(size_of::<CallKey>(), 16);
         assert_eq!(size_of::<VerbsCallEvent>(), 120);
         assert_eq!(size_of::<QpTraffic>(), 88);
         assert_eq!(size_of::<VerbsCompletionEvent>(), 56);

@@ -710,8 +710,7 @@ pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
 
 /// NCCL calls between entry and return.
 #[map]
-static NCCL_PENDING: LruHashMap<NcclCallKey, NcclCallEvent> =
-    LruHashMap::with_max_entries(16_384, 0);
+static NCCL_PENDING: LruHashMap<CallKey, NcclCallEvent> = LruHashMap::with_max_entries(16_384, 0);
 
 #[inline(always)]
 fn nccl_enter(ctx: &ProbeContext, op: u32) {
@@ -759,7 +758,7 @@ fn nccl_enter(ctx: &ProbeContext, op: u32) {
         }
         _ => {}
     }
-    let key = NcclCallKey {
+    let key = CallKey {
         pid_tgid,
         op,
         _pad: 0,
@@ -769,7 +768,7 @@ fn nccl_enter(ctx: &ProbeContext, op: u32) {
 
 #[inline(always)]
 fn nccl_exit(ctx: &RetProbeContext, op: u32) {
-    let key = NcclCallKey {
+    let key = CallKey {
         pid_tgid: bpf_get_current_pid_tgid(),
         op,
         _pad: 0,
@@ -824,8 +823,7 @@ nccl_probes! {
 // ---------------------------------------------------------------------------------------------
 
 #[map]
-static VERBS_PENDING: LruHashMap<NcclCallKey, VerbsCallEvent> =
-    LruHashMap::with_max_entries(16_384, 0);
+static VERBS_PENDING: LruHashMap<CallKey, VerbsCallEvent> = LruHashMap::with_max_entries(16_384, 0);
 
 #[inline(always)]
 fn read_user<T>(addr: u64) -> Option<T> {
@@ -867,7 +865,7 @@ fn verbs_enter(ctx: &ProbeContext, op: u32) {
         }
         _ => {}
     }
-    let key = NcclCallKey {
+    let key = CallKey {
         pid_tgid,
         op,
         _pad: 0,
@@ -877,7 +875,7 @@ fn verbs_enter(ctx: &ProbeContext, op: u32) {
 
 #[inline(always)]
 fn verbs_exit(ctx: &RetProbeContext, op: u32) {
-    let key = NcclCallKey {
+    let key = CallKey {
         pid_tgid: bpf_get_current_pid_tgid(),
         op,
         _pad: 0,

@@ -141,6 +141,27 @@ mod tests {
         assert!(
             matches!(decode(&bytes_of(&st)).unwrap(), Event::StateChange(e) if e.newstate == 4)
         );
+        let mut nccl = NcclCallEvent::default();
+        nccl.header.kind = EVENT_NCCL_CALL;
+        nccl.count = 1 << 20;
+        nccl.rank = 3;
+        assert!(
+            matches!(decode(&bytes_of(&nccl)).unwrap(), Event::NcclCall(e) if e.count == 1 << 20 && e.rank == 3)
+        );
+        let mut verbs = VerbsCallEvent::default();
+        verbs.header.kind = EVENT_VERBS_CALL;
+        verbs.qp_num = 0x11;
+        verbs.device[..4].copy_from_slice(b"rxe0");
+        assert!(
+            matches!(decode(&bytes_of(&verbs)).unwrap(), Event::VerbsCall(e) if e.qp_num == 0x11 && &e.device[..4] == b"rxe0")
+        );
+        let mut wc = VerbsCompletionEvent::default();
+        wc.header.kind = EVENT_VERBS_COMPLETION;
+        wc.status = 12;
+        wc.byte_len = 4096;
+        assert!(
+            matches!(decode(&bytes_of(&wc)).unwrap(), Event::VerbsCompletion(e) if e.status == 12 && e.byte_len == 4096)
+        );
     }
 
     #[test]

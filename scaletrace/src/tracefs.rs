@@ -97,7 +97,6 @@ pub fn offsets(
         }
     };
     Ok(TracepointOffsets {
-        skaddr: get("skaddr", 8, false)?,
         oldstate: match state_field {
             Some(name) => get(name, 4, false)?,
             None => TracepointOffsets::ABSENT,
