@@ -46,6 +46,31 @@ def test_clean_fleet_has_no_finding(tmp_path):
     assert "2 retransmit events" in stderr.splitlines()[0]
 
 
+def test_the_receiving_end_of_a_flow_is_not_judged_on_latency(tmp_path):
+    """A socket measures RTT on the segments it sends: the receiving end of a bulk transfer (a
+    ring's receiving side) measures it on its few small sends, held up by the peer's delayed
+    ACKs and a busy CPU. A clean DDP run in CI got a 'tail outlier' from one such end. Here a
+    clean fleet gets a receiving end whose RTT samples are 10x its sender's."""
+    fleet = scenarios.generate(str(tmp_path / "fleet"), [])
+    node = sorted(os.listdir(fleet))[0]
+    recv = os.path.join(fleet, "receiver")
+    for table in ("flows", "rtt"):
+        os.makedirs(os.path.join(recv, table))
+    con = duckdb.connect()
+    flow_id = con.execute(f"SELECT flow_id FROM read_parquet('{fleet}/{node}/flows/*.parquet') ORDER BY bytes_sent DESC LIMIT 1").fetchone()[0]
+    con.execute(f"""COPY (SELECT * REPLACE ('receiver' AS host, bytes_sent AS bytes_received, 1000::UBIGINT AS bytes_sent)
+                        FROM read_parquet('{fleet}/{node}/flows/*.parquet') WHERE flow_id = {flow_id})
+                    TO '{recv}/flows/r.parquet' (FORMAT parquet)""")
+    con.execute(f"""COPY (SELECT * REPLACE ('receiver' AS host, srtt_us * 10 AS srtt_us)
+                        FROM read_parquet('{fleet}/{node}/rtt/*.parquet') WHERE flow_id = {flow_id})
+                    TO '{recv}/rtt/r.parquet' (FORMAT parquet)""")
+    out = tmp_path / "findings.json"
+    analyze(fleet, "--json", str(out), "--no-report")
+    found = json.loads(out.read_text())
+    assert not [f for f in found if f["host"] == "receiver"], found
+    assert found == [], [(f["category"], f["subject"]) for f in found]
+
+
 def test_congested_peer_ranks_first(tmp_path):
     found, _ = findings(tmp_path, ["congested_peer"])
     assert first(found, "contention", "peer")["subject"] == scenarios.ip(scenarios.CONGESTED)

@@ -163,18 +163,27 @@ WHERE retransmits >= p.burst_min_retransmits;
 ------------------------------------------------------------------------------------------
 
 -- Per flow over the whole capture, with the fleet's median p99 for comparison.
+-- Latency is judged on the data a flow sends (`flow_bytes` is its bytes sent): a socket measures
+-- RTT on its own segments, and one that mostly receives (the far side of a bulk transfer, a
+-- ring's receiving end) measures it on its few small sends, which wait on the peer's delayed
+-- ACKs and a busy CPU. A clean DDP run's receiving end had a p99 4x the fleet's from that alone.
 CREATE OR REPLACE VIEW st_latency_flow AS
 WITH l AS (
     SELECT host, flow_id, count(*) AS samples,
            quantile_cont(srtt_us, 0.5) AS srtt_p50_us, quantile_cont(srtt_us, 0.99) AS srtt_p99_us,
            max(srtt_us) AS srtt_max_us
-    FROM rtt GROUP BY ALL)
-SELECT f.flow_label, f.remote_addr, f.local_iface, l.*, b.base_rtt_us,
-       coalesce(f.bytes_sent, 0) + coalesce(f.bytes_received, 0) AS flow_bytes,
-       l.srtt_p50_us / nullif(b.base_rtt_us, 0) AS rtt_inflation,
-       median(l.srtt_p99_us) OVER () AS fleet_median_p99_us,
-       l.srtt_p99_us / nullif(median(l.srtt_p99_us) OVER (), 0) AS p99_vs_fleet
-FROM l JOIN st_flow f USING (host, flow_id) LEFT JOIN st_flow_baseline b USING (host, flow_id);
+    FROM rtt GROUP BY ALL),
+j AS (
+    SELECT f.flow_label, f.remote_addr, f.local_iface, l.*, b.base_rtt_us,
+           coalesce(f.bytes_sent, 0) AS flow_bytes,
+           coalesce(f.bytes_sent, 0) >= p.min_flow_bytes AS sends_data
+    FROM l JOIN st_flow f USING (host, flow_id) LEFT JOIN st_flow_baseline b USING (host, flow_id), st_params p)
+SELECT j.* EXCLUDE (sends_data),
+       j.srtt_p50_us / nullif(j.base_rtt_us, 0) AS rtt_inflation,
+       -- the fleet's usual tail: over the flows that send data, as the flows judged against it
+       median(j.srtt_p99_us) FILTER (WHERE j.sends_data) OVER () AS fleet_median_p99_us,
+       j.srtt_p99_us / nullif(median(j.srtt_p99_us) FILTER (WHERE j.sends_data) OVER (), 0) AS p99_vs_fleet
+FROM j;
 
 ------------------------------------------------------------------------------------------
 -- 3. Topology-induced contention: flows sharing a NIC or a peer that degrade together
