@@ -210,6 +210,9 @@ def score(records):
                       and c["config"] == r["config"] and c["dir"] != r.get("baseline_dir")]
             other_steps = [x for c in others for x in c["step_times_s"]]
             other = statistics.median(other_steps) if other_steps else None
+            base = next((c for c in records if c["dir"] == r.get("baseline_dir")), None)
+            r["baseline_median_step_s"] = base and base["median_step_s"]
+            r["other_clean_median_step_s"] = other
             r["measured_vs_other_clean_s"] = sum(x - other for x in r["step_times_s"]) if other is not None else None
             e, m = r["estimated_lost_baseline_s"], r["measured_vs_other_clean_s"]
             r["lost_error_baseline"] = abs(e - m) / m if e is not None and m and m > 0 else None
@@ -347,12 +350,10 @@ def markdown(meta, records, tot):
         for r in based:
             p = r["planted"] or {}
             what = f"rank {p.get('rank')} ({p.get('host')})" if r["scenario"] == "slow_rank" else f"{p.get('host')}"
-            base = next((c for c in records if c["dir"] == r.get("baseline_dir")), None)
-            others = [x for c in records if c["scenario"] == "clean" and not c["error"] and c["config"] == r["config"]
-                      and c["dir"] != r.get("baseline_dir") for x in c["step_times_s"]]
+            base, other = r["baseline_median_step_s"], r["other_clean_median_step_s"]
             L.append(f"| {r['scenario']} | {r['rep']} | {r['config']} | {what} | {p.get('size')} | "
-                     f"{fmt(base and base['median_step_s'] * 1e3, 0)} | "
-                     f"{fmt(others and statistics.median(others) * 1e3, 0)} | {fmt(r['measured_vs_other_clean_s'])} | "
+                     f"{fmt(base and base * 1e3, 0)} | "
+                     f"{fmt(other and other * 1e3, 0)} | {fmt(r['measured_vs_other_clean_s'])} | "
                      f"{fmt(r['estimated_lost_baseline_s'])} | {fmt(r['lost_error_baseline'])} | "
                      f"{r['first_baseline']} | {'yes' if r['right_baseline'] else 'no'} |")
         L.append("")

@@ -29,18 +29,24 @@ pub struct Baseline {
     pub label: String,
 }
 
-/// Reads the baseline from a database whose analysis views are created over its files.
-const SUMMARY_SQL: &str = "SELECT
-    coalesce((SELECT healthy_step_us FROM st_healthy_step WHERE usable),
-             (SELECT median(step_us) FROM st_iteration)) AS step_us,
-    (SELECT count(*) FROM st_iteration) AS iterations,
-    (SELECT count(DISTINCT rank) FROM st_profiler_step) AS ranks,
-    (SELECT count(*) FROM findings WHERE category = 'slowdown') AS culprits";
+/// The ranks of a job's traced training steps: a baseline of another job has other ones.
+const RANKS: &str = "(SELECT count(DISTINCT rank) FROM st_profiler_step) AS ranks";
+
+#[derive(Deserialize)]
+struct Ranks {
+    ranks: i64,
+}
 
 impl Baseline {
     pub fn read(db: &DuckDb, label: &str) -> Result<Self> {
+        let summary = format!(
+            "SELECT coalesce((SELECT healthy_step_us FROM st_healthy_step WHERE usable),
+                             (SELECT median(step_us) FROM st_iteration)) AS step_us,
+                    (SELECT count(*) FROM st_iteration) AS iterations, {RANKS},
+                    (SELECT count(*) FROM findings WHERE category = 'slowdown') AS culprits"
+        );
         let s: Summary = db
-            .rows(SUMMARY_SQL)
+            .rows(&summary)
             .with_context(|| format!("--baseline {label}: analyzing it"))?
             .into_iter()
             .next()
@@ -57,8 +63,17 @@ impl Baseline {
         }
     }
 
-    /// The job being analyzed must be the same job: as many ranks.
-    pub fn check_same_job(&self, ranks: i64) -> Result<()> {
+    /// The job analyzed in `db` must be the same job: as many ranks.
+    pub fn check_same_job(&self, db: &DuckDb) -> Result<()> {
+        let ranks = db
+            .rows::<Ranks>(&format!("SELECT {RANKS}"))
+            .context("counting the ranks")?
+            .first()
+            .map_or(0, |r| r.ranks);
+        self.check_ranks(ranks)
+    }
+
+    fn check_ranks(&self, ranks: i64) -> Result<()> {
         if ranks > 0 && ranks != self.ranks {
             bail!(
                 "--baseline {}: its job has {} ranks, this one {ranks}: not a run of the same job",
@@ -124,8 +139,8 @@ mod tests {
         let s = sql(Some(&b));
         assert!(s.contains("114000.5::DOUBLE AS step_us"), "{s}");
         assert!(s.contains("'runs/it''s clean'"), "{s}");
-        assert!(b.check_same_job(4).is_ok());
-        let e = b.check_same_job(5).unwrap_err().to_string();
+        assert!(b.check_ranks(4).is_ok());
+        let e = b.check_ranks(5).unwrap_err().to_string();
         assert!(e.contains("4 ranks, this one 5"), "{e}");
         assert!(!b.describe().contains("slowed too"));
     }

@@ -420,12 +420,20 @@ FROM st_collective_refused
 -- a trace cut at its edges leaves a partial step or two: not worth a line
 WHERE not_on_every_rank > 2 OR not_overlapping > 0";
 
-#[derive(Deserialize)]
-struct RankCount {
-    ranks: i64,
+/// The first `top` findings with their position, and how many more the report has.
+fn print_ranked(err: &mut impl std::io::Write, ranked: &[(i64, &Finding)], top: usize, what: &str) {
+    let top = top.max(1);
+    for (position, f) in ranked.iter().take(top) {
+        let _ = writeln!(err, "  {position}. [{}] {}", f.scope, f.summary);
+    }
+    if ranked.len() > top {
+        let _ = writeln!(
+            err,
+            "     ... {} more{what} in the report",
+            ranked.len() - top
+        );
+    }
 }
-
-const RANKS_SQL: &str = "SELECT count(DISTINCT rank) AS ranks FROM st_profiler_step";
 
 pub fn run(args: AnalyzeArgs) -> Result<()> {
     let resources = args.resources.clone();
@@ -450,8 +458,7 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         baseline.as_ref(),
     )?;
     if let Some(b) = &baseline {
-        let ranks: Vec<RankCount> = db.rows(RANKS_SQL).context("counting the ranks")?;
-        b.check_same_job(ranks.first().map_or(0, |r| r.ranks))?;
+        b.check_same_job(&db)?;
         eprintln!("scaletrace analyze: {}", b.describe());
     }
     // A fleet's worth of Parquet takes a while: show that something is happening.
@@ -506,33 +513,20 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         let _ = writeln!(err, "\n{title}: {} finding(s)", of.len());
         if category == "slowdown" {
             // the verdict is one ranking across nodes, links and ranks: by the time each cost
-            for (i, f) in of.iter().take(args.top.max(1)).enumerate() {
-                let _ = writeln!(err, "  {}. [{}] {}", i + 1, f.scope, f.summary);
-            }
-            if of.len() > args.top.max(1) {
-                let _ = writeln!(
-                    err,
-                    "     ... {} more in the report",
-                    of.len() - args.top.max(1)
-                );
-            }
+            let ranked: Vec<(i64, &Finding)> = (1..).zip(of.iter().copied()).collect();
+            print_ranked(&mut err, &ranked, args.top, "");
             continue;
         }
         let mut scopes: Vec<&str> = of.iter().map(|f| f.scope.as_str()).collect();
         scopes.sort_by_key(|s| SCOPE_ORDER.iter().position(|o| o == s));
         scopes.dedup();
         for scope in scopes {
-            for f in of.iter().filter(|f| f.scope == scope).take(args.top.max(1)) {
-                let _ = writeln!(err, "  {}. [{}] {}", f.rank_in_scope, f.scope, f.summary);
-            }
-            let more = of.iter().filter(|f| f.scope == scope).count();
-            if more > args.top.max(1) {
-                let _ = writeln!(
-                    err,
-                    "     ... {} more {scope} findings in the report",
-                    more - args.top.max(1)
-                );
-            }
+            let ranked: Vec<(i64, &Finding)> = of
+                .iter()
+                .filter(|f| f.scope == scope)
+                .map(|f| (f.rank_in_scope, *f))
+                .collect();
+            print_ranked(&mut err, &ranked, args.top, &format!(" {scope} findings"));
         }
     }
     if !not_analyzed.is_empty() {

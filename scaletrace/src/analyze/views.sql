@@ -72,6 +72,12 @@ SELECT host, flow_id, any_value(local_addr) AS local_addr,
        any_value(CASE WHEN coalesce(netns, '') = '' THEN host ELSE host || '/' || netns END) AS node
 FROM flows GROUP BY host, flow_id;
 
+-- The node at the other end of a flow of `own_node`: the one whose flows use `remote` as their
+-- local address in the same capture, else the address itself.
+CREATE OR REPLACE VIEW st_addr_owner AS SELECT DISTINCT node, local_addr AS addr FROM st_flow_node;
+CREATE OR REPLACE MACRO st_remote_node(remote, own_node) AS
+    coalesce((SELECT min(o.node) FROM st_addr_owner o WHERE o.addr = remote AND o.node <> own_node), remote);
+
 CREATE OR REPLACE VIEW st_retrans_window AS
 SELECT host, flow_id, st_us(ts) // p.window_us AS w, count(*) AS retransmits
 FROM retransmits, st_params p
@@ -631,12 +637,11 @@ FROM s JOIN b USING (source, collective, position), st_params p;
 -- Which node is at each end of a retransmitted segment: the recording host, and the host that
 -- owns the remote address in the same capture (else the address itself).
 CREATE OR REPLACE VIEW st_retrans_ends AS
-WITH owner AS (SELECT DISTINCT node, local_addr AS addr FROM st_flow_node),
-r AS (
+WITH r AS (
     SELECT r.host, st_us(r.ts) AS ts_us, r.flow_id, r.remote_addr, coalesce(n.node, r.host) AS node
     FROM retransmits r LEFT JOIN st_flow_node n ON n.host = r.host AND n.flow_id = r.flow_id
     WHERE r.kind = 'retransmit' AND r.remote_addr <> r.local_addr)
-SELECT r.*, coalesce((SELECT min(o.node) FROM owner o WHERE o.addr = r.remote_addr AND o.node <> r.node), r.remote_addr) AS remote_node
+SELECT r.*, st_remote_node(r.remote_addr, r.node) AS remote_node
 FROM r;
 
 -- The node a step's evidence blames: the one at the end of most of it, or, when two nodes tie
@@ -667,15 +672,13 @@ GROUP BY source, collective, step;
 -- The flows that carry data (at least `min_flow_bytes`), with their node and the node at the
 -- other end: the one owning the remote address in the same capture (else the address itself).
 CREATE OR REPLACE VIEW st_data_flow AS
-WITH owner AS (SELECT DISTINCT node, local_addr AS addr FROM st_flow_node),
-f AS (
+WITH f AS (
     SELECT host, flow_id, any_value(local_addr) AS local_addr, any_value(remote_addr) AS remote_addr
     FROM flows, st_params p
     GROUP BY host, flow_id, p.min_flow_bytes
     HAVING sum(coalesce(bytes_sent, 0) + coalesce(bytes_received, 0)) >= p.min_flow_bytes),
 n AS (SELECT f.*, fn.node FROM f JOIN st_flow_node fn USING (host, flow_id))
-SELECT n.*, coalesce((SELECT min(o.node) FROM owner o WHERE o.addr = n.remote_addr AND o.node <> n.node),
-                     n.remote_addr) AS remote_node
+SELECT n.*, st_remote_node(n.remote_addr, n.node) AS remote_node
 FROM n WHERE n.remote_addr <> n.local_addr;
 
 -- RTT samples of the flows that carry data, with the node at each end and the queueing in each
@@ -887,16 +890,19 @@ SELECT s.step AS iteration, median(s.end_us - s.start_us) AS step_us, count(*) A
        OR EXISTS (SELECT 1 FROM st_straggler_iteration w WHERE w.iteration = s.step) AS impaired
 FROM st_profiler_step s GROUP BY s.step;
 
+-- Enough healthy iterations to price against: `min_healthy_iterations` and `min_healthy_share`.
+CREATE OR REPLACE MACRO st_enough_healthy(healthy, total) AS
+    healthy >= (SELECT greatest(p.min_healthy_iterations, p.min_healthy_share * total) FROM st_params p);
+
 -- The healthy step time: the median iteration without a blamed culprit's evidence, when the
 -- job has enough of them (a fault that began mid-run, or one that strikes some steps only);
 -- else the step time of a run of the same job without the problem (`analyze --baseline`).
 CREATE OR REPLACE VIEW st_healthy_step AS
-WITH own AS (
+WITH counts AS (
     SELECT median(step_us) FILTER (WHERE NOT impaired) AS step_us,
-           count(*) FILTER (WHERE NOT impaired) AS healthy_iterations, count(*) AS iterations,
-           count(*) FILTER (WHERE NOT impaired) >= greatest(p.min_healthy_iterations, p.min_healthy_share * count(*)) AS usable
-    FROM st_iteration, st_params p
-    GROUP BY p.min_healthy_iterations, p.min_healthy_share)
+           count(*) FILTER (WHERE NOT impaired) AS healthy_iterations, count(*) AS iterations
+    FROM st_iteration),
+own AS (SELECT *, st_enough_healthy(healthy_iterations, iterations) AS usable FROM counts)
 SELECT CASE WHEN own.usable THEN own.step_us ELSE b.step_us END AS healthy_step_us,
        own.healthy_iterations, own.iterations,
        own.usable OR b.step_us IS NOT NULL AS usable,
@@ -965,11 +971,11 @@ own AS (
     FROM t GROUP BY culprit),
 h AS (
     SELECT own.culprit, own.healthy_iterations,
-           CASE WHEN own.healthy_iterations >= greatest(p.min_healthy_iterations, p.min_healthy_share * own.iterations)
+           CASE WHEN st_enough_healthy(own.healthy_iterations, own.iterations)
                 THEN own.healthy_step_us ELSE b.step_us END AS healthy_step_us,
-           CASE WHEN own.healthy_iterations >= greatest(p.min_healthy_iterations, p.min_healthy_share * own.iterations)
+           CASE WHEN st_enough_healthy(own.healthy_iterations, own.iterations)
                 THEN 'run' WHEN b.step_us IS NOT NULL THEN 'baseline' END AS healthy_from
-    FROM own CROSS JOIN st_params p LEFT JOIN st_baseline b ON true)
+    FROM own LEFT JOIN st_baseline b ON true)
 SELECT h.culprit, h.healthy_step_us / 1e3 AS healthy_step_ms, h.healthy_iterations, h.healthy_from,
        count(*) FILTER (WHERE t.queued) AS impaired_iterations,
        avg(t.step_us) FILTER (WHERE t.queued) / 1e3 AS mean_step_ms,

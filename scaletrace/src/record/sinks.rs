@@ -476,11 +476,7 @@ impl Sinks {
                 t.completion_errors,
             ];
             let before = prev.remove(&key).unwrap_or_default();
-            let delta: Vec<u64> = now
-                .iter()
-                .zip(before)
-                .map(|(n, b)| n.saturating_sub(b))
-                .collect();
+            let delta: [u64; 4] = std::array::from_fn(|i| now[i].saturating_sub(before[i]));
             self.qp_snapshot_prev.insert(key, now);
             rows.push(QpSnapshotRow {
                 host: self.node.hostname.clone(),
