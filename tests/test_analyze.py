@@ -141,6 +141,21 @@ def test_printed_sql_runs_in_another_duckdb_with_the_same_findings(tmp_path):
         assert r[4] == pytest.approx(f["score"], rel=1e-6)
 
 
+def test_a_tie_between_nodes_is_blamed_the_same_way_whatever_the_order(tmp_path):
+    """Blame on a tie must not depend on the order DuckDB's threads aggregate rows in: an
+    arbitrary pick among tied nodes made two analyses of one recorded run name 123 and 124
+    slow steps. Two tied ends are their link; three or more name the first by name."""
+    scenarios.generate(str(tmp_path / "fleet"), [])
+    script = subprocess.run([BIN, "sql", str(tmp_path / "fleet")], capture_output=True, text=True, check=True).stdout
+    con = duckdb.connect()
+    con.execute(script)
+    blamed = lambda nodes: con.execute("SELECT st_blamed_end(?::VARCHAR[])", [nodes]).fetchone()[0]
+    for order in (["node3", "node1", "node2"], ["node2", "node3", "node1"], ["node1", "node2", "node3"]):
+        assert blamed(order) == "node1"
+    assert blamed(["node2", "node1"]) == blamed(["node1", "node2"]) == "link node1 - node2"
+    assert blamed(["node2"]) == "node2"
+
+
 def test_report_renders_in_headless_chromium(tmp_path):
     findings(tmp_path, ["congested_peer", "straggler", "wrong_numa", "loss_burst"])
     report = tmp_path / "report.html"

@@ -314,8 +314,8 @@ WITH k AS (
 SELECT source, host, rank, collective, process_group, msg_bytes, start_us, end_us, profiler_step,
        coalesce(
          'seq ' || seq,
-         'step ' || profiler_step || ' #' || row_number() OVER (PARTITION BY host, rank, collective, profiler_step ORDER BY start_us),
-         '#' || row_number() OVER (PARTITION BY host, rank, collective ORDER BY start_us)) AS match_key
+         'step ' || profiler_step || ' #' || row_number() OVER (PARTITION BY host, rank, collective, profiler_step ORDER BY start_us, end_us),
+         '#' || row_number() OVER (PARTITION BY host, rank, collective ORDER BY start_us, end_us)) AS match_key
 FROM k
 UNION ALL
 SELECT 'nccl_call', c.host, i.rank, c.op, NULL, NULL, st_us(c.ts), NULL, NULL,
@@ -372,8 +372,9 @@ SELECT source, collective, step, any_value(match_key) AS match_key, any_value(ra
        max(end_us) - min(start_us) AS step_us,
        median(end_us - start_us) AS median_dur_us,
        max(end_us) - max(start_us) AS transfer_us,
-       arg_max(rank, start_us) AS last_rank,
-       arg_max(host, start_us) AS last_host,
+       -- ties (one µs) broken by rank, so that the same data always names the same rank
+       arg_max(rank, (start_us, rank)) AS last_rank,
+       arg_max(host, (start_us, rank)) AS last_host,
        max(wait_fraction) AS fastest_wait_fraction
 FROM st_collective_rank_step GROUP BY source, collective, step;
 
@@ -646,11 +647,13 @@ FROM r;
 
 -- The node a step's evidence blames: the one at the end of most of it, or, when two nodes tie
 -- (all of it on the one link between them: a ring sends over one link per node), the link
--- `link A - B`, since the evidence cannot tell which end's port is at fault.
-CREATE OR REPLACE MACRO st_blamed_end(top_nodes, most) AS
+-- `link A - B`, since the evidence cannot tell which end's port is at fault. Three or more
+-- tied nodes name the first by name: any rule will do, but the same data must always give the
+-- same answer (an arbitrary pick among ties made two analyses of one run differ by a step).
+CREATE OR REPLACE MACRO st_blamed_end(top_nodes) AS
     CASE WHEN len(top_nodes) = 2
          THEN 'link ' || list_sort(top_nodes)[1] || ' - ' || list_sort(top_nodes)[2]
-         ELSE most END;
+         ELSE list_sort(top_nodes)[1] END;
 
 -- Retransmits during each slow step, counted for each end of their link: the node whose own
 -- link loses packets collects the retransmits of all its peers and ranks above each neighbour.
@@ -662,7 +665,7 @@ ends AS (
     CROSS JOIN LATERAL (SELECT unnest([l.node, l.remote_node]) AS node) e
     GROUP BY ALL)
 SELECT source, collective, step,
-       st_blamed_end(list(node) FILTER (WHERE retransmits = top), arg_max(node, retransmits)) AS node,
+       st_blamed_end(list(node) FILTER (WHERE retransmits = top)) AS node,
        max(retransmits) AS node_retransmits,
        -- each retransmit was counted at both of its ends
        sum(retransmits) // 2 AS retransmits
@@ -720,7 +723,7 @@ WITH ends AS (
     WHERE r.queued_us >= q.threshold_us
     GROUP BY x.source, x.collective, x.step, e.node)
 SELECT source, collective, step, any_value(slow) AS slow,
-       st_blamed_end(list(node) FILTER (WHERE samples = top), arg_max(node, samples)) AS node,
+       st_blamed_end(list(node) FILTER (WHERE samples = top)) AS node,
        max(samples) AS node_samples,
        -- each sample was counted at both of its ends
        sum(samples) // 2 AS samples
@@ -739,7 +742,7 @@ CREATE OR REPLACE VIEW st_persistent_queueing AS
 WITH t AS (SELECT count(*) AS steps FROM st_collective_excess),
 q AS (
     SELECT node AS culprit, count(*) AS queued_steps, sum(node_samples) AS queued_samples,
-           string_agg(DISTINCT collective, ', ') AS collectives
+           string_agg(DISTINCT collective, ', ' ORDER BY collective) AS collectives
     FROM st_step_queueing, st_params p
     WHERE node_samples >= p.min_step_queued_samples
     GROUP BY node)
@@ -810,7 +813,7 @@ l AS (
     SELECT DISTINCT cause, culprit, string_split(substr(culprit, 6), ' - ') AS ends
     FROM st_slow_step_cause WHERE cause IN ('network', 'queueing') AND culprit LIKE 'link %'),
 m AS (
-    SELECT l.cause, l.culprit, arg_max(n.culprit, n.steps) AS node
+    SELECT l.cause, l.culprit, arg_max(n.culprit, (n.steps, n.culprit)) AS node
     FROM l JOIN n ON n.cause = l.cause AND list_contains(l.ends, n.culprit) GROUP BY ALL)
 SELECT c.* REPLACE (coalesce(m.node, c.culprit) AS culprit, coalesce(m.node, c.host) AS host)
 FROM st_slow_step_cause c LEFT JOIN m USING (cause, culprit);
@@ -854,7 +857,7 @@ c AS (
     SELECT cause, culprit, any_value(host) AS host, any_value(rank) AS rank,
            count(*) AS slow_steps, sum(retransmits) AS retransmits, sum(queued_samples) AS queued_samples,
            median(e - s) / 1e3 AS median_excess_ms, median(lateness_us) / 1e3 AS median_lateness_ms,
-           median(base_us) / 1e3 AS median_base_ms, string_agg(DISTINCT collective, ', ') AS collectives
+           median(base_us) / 1e3 AS median_base_ms, string_agg(DISTINCT collective, ', ' ORDER BY collective) AS collectives
     FROM st_slow_step_blame GROUP BY cause, culprit)
 SELECT c.*, ev.evidence_s,
        ev.evidence_s / nullif(sum(ev.evidence_s) OVER (PARTITION BY c.cause), 0) AS share_of_cause,
