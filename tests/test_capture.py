@@ -278,7 +278,14 @@ def test_connections_open_before_any_run_are_adopted(net, tmp_path):
     for c in clients:
         assert c.stdout.readline().strip() == "sent"
     rec = Recorder(tmp_path, "--netns", net.a, "--port", f"{wanted[0]}-{wanted[-1]}")
-    assert "adopting connections open before the start: 4 in 1 network namespace" in rec.stderr, rec.stderr
+    # before Linux 6.12 no program may turn on an open connection's callbacks: the recorder says
+    # how many connections it cannot record and records the rest (the VM lab's 6.1 takes this path)
+    unsupported = "iter:tcp not attached: this kernel does not let a program turn on an open connection's callbacks"
+    adopting = unsupported not in rec.stderr
+    if adopting:
+        assert "adopting connections open before the start: 4 in 1 network namespace" in rec.stderr, rec.stderr
+    else:
+        assert "4 connections open before the start are not recorded" in rec.stderr, rec.stderr
     for c in clients:
         c.stdin.write("\n")
         c.stdin.flush()
@@ -286,6 +293,12 @@ def test_connections_open_before_any_run_are_adopted(net, tmp_path):
         c.wait(timeout=30)
     assert [s.received() for s in servers] == [[2 << 20]] * 4
     assert rec.stop() == 0, rec.stderr
+    if not adopting:
+        # no flows file at all, or none of these connections in it
+        if list(tmp_path.glob("flows/*.parquet")):
+            assert rec.query("SELECT count(*) FROM flows WHERE remote_port BETWEEN 5224 AND 5227") == [(0,)]
+        assert "iter:tcp" in rec.query("SELECT hooks_missing FROM capture")[0][0]
+        return
     rows = rec.query(f"SELECT remote_port, adopted, tracked, bytes_sent, rtt_updates FROM flows WHERE remote_port <> {other} ORDER BY 1")
     assert [r[0] for r in rows] == list(wanted), rows
     for _, adopted, tracked, sent, rtt_updates in rows:

@@ -488,9 +488,16 @@ fn on_rto(ctx: &SockOpsContext) -> Result<(), i64> {
     if let Some(flow) = FLOWS.get_ptr_mut(cookie) {
         let flow = unsafe { &mut *flow };
         flow.rto_count += 1;
+        let now = unsafe { bpf_ktime_get_ns() };
         // a timeout that repeats (backoff) continues the same stall
         if flow.rto_at_ns == 0 {
-            flow.rto_at_ns = unsafe { bpf_ktime_get_ns() };
+            flow.rto_at_ns = now;
+        }
+        // A timeout enters loss recovery even when its retransmission is deferred (the
+        // original segment still queued in the host: the retransmit callback only comes with
+        // a later timer), so it starts the recovery too.
+        if flow.recovery_at_ns == 0 {
+            flow.recovery_at_ns = now;
         }
     }
     Ok(())

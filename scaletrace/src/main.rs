@@ -10,6 +10,7 @@ mod comms;
 mod decode;
 mod elf_symbols;
 mod environment;
+mod final_counters;
 mod gpu;
 mod import;
 mod interfaces;

@@ -1,5 +1,6 @@
-//! Project tasks: `cargo xtask setup | build | test | bench | eval | run`.
+//! Project tasks: `cargo xtask setup | build | test | vmtest | bench | eval | run`.
 mod setup;
+mod vm;
 
 use std::process::Command;
 
@@ -27,6 +28,17 @@ enum Task {
         /// Extra arguments for pytest (e.g. -k loss).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         pytest_args: Vec<String>,
+    },
+    /// Run the kernel-dependent tests (capture, real soft-RoCE RDMA) inside QEMU VMs booted on
+    /// other Debian kernels than the host's (the list is `KERNELS` in xtask/src/vm.rs), with the
+    /// host's filesystem; 3-10 minutes per kernel under TCG emulation. Skips, saying why, on a
+    /// machine that cannot run VMs.
+    Vmtest {
+        /// Only these kernels (repeatable; names as in the list, e.g. bookworm-6.1).
+        #[arg(long = "kernel")]
+        kernels: Vec<String>,
+        /// pytest selection to run instead of the default (e.g. tests/test_rdma_rxe.py).
+        tests: Vec<String>,
     },
     /// Measure overhead, event rates and drops against a same-run baseline and bpftrace/bcc
     /// (needs root; about 5 minutes); writes docs/performance.md and docs/performance.json.
@@ -88,6 +100,16 @@ fn run_against_release(script: &str, args: &[String]) -> Result<()> {
         .args(args))
 }
 
+/// Installs what the VMs need, then runs the VM tests; a machine where that cannot be installed
+/// skips them with one line saying why.
+fn vmtest(kernels: &[String], tests: &[String]) -> Result<()> {
+    if let Err(e) = setup::vm_tools() {
+        eprintln!("vmtest: skipped: the VM tools could not be installed: {e:#}");
+        return Ok(());
+    }
+    vm::vmtest(kernels, tests)
+}
+
 fn main() -> Result<()> {
     match Cli::parse().task {
         Task::Setup => setup::setup(),
@@ -103,6 +125,11 @@ fn main() -> Result<()> {
                 .env("SCALETRACE_BIN", &bin)
                 .args(["-m", "pytest", "-v", "tests"])
                 .args(pytest_args))
+        }
+        Task::Vmtest { kernels, tests } => {
+            setup::setup()?;
+            build_release()?;
+            vmtest(&kernels, &tests)
         }
         Task::Bench { bench_args } => {
             setup::setup()?;

@@ -39,6 +39,29 @@ pub fn bench_tools() -> Result<()> {
     apt_install(&BENCH_PACKAGES)
 }
 
+/// The VM lab (`cargo xtask vmtest`): QEMU; busybox and kmod for virtme-ng's init and the guest's
+/// modprobe; rdma-core's `rdma` and the rxe provider of libibverbs, perftest for real RDMA
+/// traffic. virtme-ng itself comes from PyPI (pinned: its command line has changed before).
+const VM_PACKAGES: [&str; 7] = [
+    "qemu-system-x86",
+    "busybox-static",
+    "kmod",
+    "rdma-core",
+    "ibverbs-providers",
+    "ibverbs-utils",
+    "perftest",
+];
+const VIRTME_NG: &str = "virtme-ng==1.42";
+
+pub fn vm_tools() -> Result<()> {
+    apt_install(&VM_PACKAGES)?;
+    pip_install(
+        "import importlib.metadata as m, sys; sys.exit(m.version('virtme-ng') != '1.42')",
+        &[VIRTME_NG],
+        "",
+    )
+}
+
 fn apt_packages() -> Result<()> {
     apt_install(&APT_PACKAGES)
 }

@@ -714,12 +714,17 @@ impl Sinks {
         // A last reading, so the counters cover the whole run.
         note(self.sample_nics());
         let end_mono = now_ns(libc::CLOCK_MONOTONIC) as u64;
-        let remaining: Vec<FlowStats> = maps
+        let mut remaining: Vec<FlowStats> = maps
             .flows
             .iter()
             .filter_map(|r| r.ok())
             .map(|(_, s)| s)
             .collect();
+        // an open flow's counters are those of its last RTT sample: read them now instead
+        let namespaces = crate::adopt::namespaces(None);
+        if let Err(e) = crate::final_counters::refresh_open_flows(&mut remaining, &namespaces) {
+            log::warn!("open flows keep their last sampled counters: {e:#}");
+        }
         for s in &remaining {
             let row = self.assembler.flow(s, end_mono);
             note(self.push_with(|w| w.flows.push(row)));
