@@ -8,19 +8,27 @@ why. The test_verbs.py tests keep checking the probes against a stand-in library
 rxe on Linux 6.1 lives only in the initial network namespace, so both ends stay in it and policy
 routing sends the traffic between the two local addresses over the veth (the VM is throw-away;
 the fixture still undoes what it did)."""
+import json
 import os
 import shutil
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import duckdb
 import pytest
 
 from netlab import Recorder
 
-ADDR = ("10.77.0.1", "10.77.0.2")
-DEVICES = ("rxe0", "rxe1")
-VETH = ("strxe0", "strxe1")
+BIN = os.environ.get("SCALETRACE_BIN", os.path.join(os.path.dirname(__file__), "..", "target", "release", "scaletrace"))
+
+# Two links, each a veth pair with an rxe device on either end: (rdma devices, veths, addresses).
+# Two, so a fault on one has a healthy neighbour to be told apart from.
+LINKS = (
+    (("rxe0", "rxe1"), ("strxe0", "strxe1"), ("10.77.0.1", "10.77.0.2")),
+    (("rxe2", "rxe3"), ("strxe2", "strxe3"), ("10.77.1.1", "10.77.1.2")),
+)
+DEVICES, VETH, ADDR = LINKS[0]
 PERFTEST_PORT = 18515
 
 
@@ -65,41 +73,48 @@ def roce_v2_gid_index(device, addr):
 
 @pytest.fixture(scope="module")
 def rxe():
-    """rxe0 on one end of a veth, rxe1 on the other; traffic between the two local addresses
-    routed over the veth. Yields the RoCE v2 GID index to use."""
-    sh("ip", "link", "add", VETH[0], "type", "veth", "peer", "name", VETH[1])
-    rules = []
+    """Every link of LINKS: rxe devices on both ends of a veth, traffic between the two local
+    addresses routed over the veth. Yields each link's RoCE v2 GID index."""
+    rules, links = [], []
     try:
-        for dev, addr in zip(VETH, ADDR):
-            sh("ip", "addr", "add", f"{addr}/24", "dev", dev)
-            sh("ip", "link", "set", dev, "up")
-            sh("sysctl", "-qw", f"net.ipv4.conf.{dev}.rp_filter=0", f"net.ipv4.conf.{dev}.accept_local=1")
+        for i, (_, veth, addrs) in enumerate(LINKS):
+            sh("ip", "link", "add", veth[0], "type", "veth", "peer", "name", veth[1])
+            links.append(veth[0])
+            for dev, addr in zip(veth, addrs):
+                sh("ip", "addr", "add", f"{addr}/24", "dev", dev)
+                sh("ip", "link", "set", dev, "up")
+                sh("sysctl", "-qw", f"net.ipv4.conf.{dev}.rp_filter=0", f"net.ipv4.conf.{dev}.accept_local=1")
+            macs = [open(f"/sys/class/net/{dev}/address").read().strip() for dev in veth]
+            # locally generated packets to the other end go out of this end's veth, and the
+            # local table is consulted after these rules, not before them
+            for end, (dev, src, dst) in enumerate(((veth[0], addrs[0], addrs[1]), (veth[1], addrs[1], addrs[0]))):
+                pref, table = str(10 + 2 * i + end), str(100 + 2 * i + end)
+                sh("ip", "rule", "add", "pref", pref, "to", dst, "iif", "lo", "lookup", table)
+                rules.append(pref)
+                sh("ip", "route", "add", dst, "dev", dev, "src", src, "table", table)
+            sh("ip", "neigh", "replace", addrs[1], "lladdr", macs[1], "dev", veth[0], "nud", "permanent")
+            sh("ip", "neigh", "replace", addrs[0], "lladdr", macs[0], "dev", veth[1], "nud", "permanent")
         sh("sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0")
-        macs = [open(f"/sys/class/net/{dev}/address").read().strip() for dev in VETH]
-        # locally generated packets to the other end go out of this end's veth, and the local
-        # table is consulted after these rules, not before them
-        for pref, (dev, src, dst, table) in ((10, (VETH[0], ADDR[0], ADDR[1], 100)), (11, (VETH[1], ADDR[1], ADDR[0], 101))):
-            sh("ip", "rule", "add", "pref", str(pref), "to", dst, "iif", "lo", "lookup", str(table))
-            rules.append(str(pref))
-            sh("ip", "route", "add", dst, "dev", dev, "src", src, "table", str(table))
         sh("ip", "rule", "add", "pref", "100", "lookup", "local")
         rules.append("100")
         sh("ip", "rule", "del", "pref", "0")
-        sh("ip", "neigh", "replace", ADDR[1], "lladdr", macs[1], "dev", VETH[0], "nud", "permanent")
-        sh("ip", "neigh", "replace", ADDR[0], "lladdr", macs[0], "dev", VETH[1], "nud", "permanent")
-        for rdma_dev, dev in zip(DEVICES, VETH):
-            sh("rdma", "link", "add", rdma_dev, "type", "rxe", "netdev", dev)
-        yield roce_v2_gid_index(DEVICES[0], ADDR[0])
+        for devices, veth, _ in LINKS:
+            for rdma_dev, dev in zip(devices, veth):
+                sh("rdma", "link", "add", rdma_dev, "type", "rxe", "netdev", dev)
+        yield [roce_v2_gid_index(devices[0], addrs[0]) for devices, _, addrs in LINKS]
     finally:
-        for rdma_dev in DEVICES:
-            subprocess.run(["rdma", "link", "delete", rdma_dev], capture_output=True)
+        for devices, _, _ in LINKS:
+            for rdma_dev in devices:
+                subprocess.run(["rdma", "link", "delete", rdma_dev], capture_output=True)
         if "100" in rules:
             subprocess.run(["ip", "rule", "add", "pref", "0", "lookup", "local"], capture_output=True)
         for pref in rules:
             subprocess.run(["ip", "rule", "del", "pref", pref], capture_output=True)
-        for table in ("100", "101"):
-            subprocess.run(["ip", "route", "flush", "table", table], capture_output=True)
-        subprocess.run(["ip", "link", "del", VETH[0]], capture_output=True)
+        for i in range(len(LINKS)):
+            for table in (str(100 + 2 * i), str(101 + 2 * i)):
+                subprocess.run(["ip", "route", "flush", "table", table], capture_output=True)
+        for veth in links:
+            subprocess.run(["ip", "link", "del", veth], capture_output=True)
 
 
 def listening(port):
@@ -114,19 +129,21 @@ def listening(port):
     return False
 
 
-def perftest(tool, gid, *args):
-    """One perftest run, server on rxe1 and client on rxe0; returns (client pid, server pid,
-    client output)."""
-    common = ["-x", str(gid), "-F", "-p", str(PERFTEST_PORT), *args]
-    server = subprocess.Popen([tool, "-d", DEVICES[1], *common], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+def perftest(tool, gids, *args, link=0):
+    """One perftest run over one link of LINKS, server on its second device and client on its
+    first; returns (client pid, server pid, client output)."""
+    (client_dev, server_dev), _, addrs = LINKS[link]
+    port = PERFTEST_PORT + link
+    common = ["-x", str(gids[link]), "-F", "-p", str(port), *args]
+    server = subprocess.Popen([tool, "-d", server_dev, *common], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True)
     try:
         deadline = time.time() + 60
-        while not listening(PERFTEST_PORT):
+        while not listening(port):
             assert server.poll() is None, server.communicate()[0]
             assert time.time() < deadline, "perftest server did not listen"
             time.sleep(0.1)
-        client = subprocess.Popen([tool, "-d", DEVICES[0], *common, ADDR[1]], stdout=subprocess.PIPE,
+        client = subprocess.Popen([tool, "-d", client_dev, *common, addrs[1]], stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True)
         out = client.communicate(timeout=300)[0]
         assert client.returncode == 0, out
@@ -206,6 +223,33 @@ def test_rxe_traffic_is_seen_by_the_verbs_probes_and_the_nic_counters(rxe, tmp_p
     for device in DEVICES:
         assert counter_growth(con, device, "retry_exceeded_err") == 0, device
 
+    # every QP of both devices in qp_counters (RDMA netlink), each perftest QP with its process,
+    # its port's network device and its packets; the kernel's own GSI QP too
+    for device, veth in zip(DEVICES, VETH):
+        gsi = con.execute("""SELECT count(*), count(pid), count(comm) FROM qp_counters
+                             WHERE device = ? AND qp_type = 'GSI'""", [device]).fetchone()
+        assert gsi[0] > 0 and gsi[1] == 0 and gsi[2] == gsi[0], (device, gsi)
+    for tool, (client, server, _) in runs.items():
+        for pid, device, veth in ((client, DEVICES[0], VETH[0]), (server, DEVICES[1], VETH[1])):
+            (qp_num,), = con.execute("SELECT qp_num FROM qps WHERE pid = ? AND qp_type = 'RC'", [pid]).fetchall()
+            seen = con.execute("""SELECT DISTINCT device, netdev, qp_type, comm FROM qp_counters
+                                  WHERE pid = ? AND qp_num = ?""", [pid, qp_num]).fetchall()
+            assert seen == [(device, veth, "RC", tool)], (tool, pid, qp_num, seen)
+    # a write's requester sends every data packet, its responder receives them: their PSNs moved
+    # by at least half of the fewest packets the messages need (the samples, 200 ms apart,
+    # bracket most of a run that lasts seconds), and by no more than the devices counted
+    client, server, _ = runs["ib_write_bw"]
+    progress = {pid: con.execute("""SELECT coalesce(sum(delta), 0) FROM qp_counters q JOIN qps USING (pid, qp_num)
+                                    WHERE q.pid = ? AND q.counter = ?""", [pid, counter]).fetchone()[0]
+                for pid, counter in ((client, "sq_psn"), (server, "rq_psn"))}
+    fewest = 2000 * (65536 // MAX_MTU)
+    assert fewest // 2 <= progress[client] <= counter_growth(con, DEVICES[0], "sent_pkts"), (progress, fewest)
+    assert fewest // 2 <= progress[server] <= counter_growth(con, DEVICES[1], "rcvd_pkts"), (progress, fewest)
+
+    # a clean wire is not an RDMA hot spot
+    findings = analyze(rec.out, tmp_path)
+    assert not [f["summary"] for f in findings if f["category"] == "rdma_retransmits"]
+
     # the data path: rxe's provider posts and polls inside librxe, where scaletrace has no probe
     # (it follows mlx5's); the capture says so instead of writing empty traffic
     hooks = con.execute("SELECT hooks_attached, hooks_missing FROM capture").fetchall()
@@ -215,21 +259,49 @@ def test_rxe_traffic_is_seen_by_the_verbs_probes_and_the_nic_counters(rxe, tmp_p
     assert traffic > 0 or "verbs-data-path" in missing or "verbs-data-path" not in attached, hooks
 
 
-def test_wire_loss_under_rdma_moves_the_rxe_sequence_error_counters(rxe, tmp_path):
-    for dev in VETH:
+def analyze(out, tmp_path):
+    findings = tmp_path / "findings.json"
+    proc = subprocess.run([BIN, "analyze", str(out), "--no-report", "--json", str(findings)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(findings.read_text())
+
+
+def test_loss_on_one_rdma_link_moves_its_counters_and_is_named_first(rxe, tmp_path, record_property):
+    """2 % loss and 1 ms delay on one link while both links carry the same RDMA writes: the lossy
+    link's devices count the recovery, and analyze names one of them first, the healthy link
+    never."""
+    lossy_devices, lossy_veth, _ = LINKS[1]
+    for dev in lossy_veth:
         sh("tc", "qdisc", "replace", "dev", dev, "root", "netem", "loss", "2%", "delay", "1ms")
     try:
         rec = Recorder(tmp_path / "out", "--no-gpu", "--nic-interval", "200ms")
         # 4 KB messages and no jitter: rxe's go-back-N recovers from loss, not from reordering
-        perftest("ib_write_bw", rxe, "-s", "4096", "-n", "1000")
+        with ThreadPoolExecutor(len(LINKS)) as pool:
+            runs = [pool.submit(perftest, "ib_write_bw", rxe, "-s", "4096", "-n", "1000", link=i)
+                    for i in range(len(LINKS))]
+            for run in runs:
+                run.result()
         time.sleep(0.5)
         assert rec.stop() == 0, rec.stderr
     finally:
-        for dev in VETH:
+        for dev in lossy_veth:
             subprocess.run(["tc", "qdisc", "del", "dev", dev, "root"], capture_output=True)
     con = tables(rec.out)
-    # the requester (rxe0) sees gaps in the responses, the responder (rxe1) out-of-sequence requests
-    errors = {(d, c): counter_growth(con, d, c) for d in DEVICES
+    # the requester sees gaps in the responses, the responder out-of-sequence requests
+    errors = {(d, c): counter_growth(con, d, c) for d in lossy_devices
               for c in ("rcvd_seq_err", "out_of_seq_request", "duplicate_request", "retry_exceeded_err")}
-    assert errors[(DEVICES[0], "rcvd_seq_err")] + errors[(DEVICES[1], "out_of_seq_request")] > 0, errors
-    assert errors[(DEVICES[0], "retry_exceeded_err")] == 0, errors
+    assert errors[(lossy_devices[0], "rcvd_seq_err")] + errors[(lossy_devices[1], "out_of_seq_request")] > 0, errors
+    assert errors[(lossy_devices[0], "retry_exceeded_err")] == 0, errors
+
+    findings = analyze(rec.out, tmp_path)
+    assert findings, "nothing found"
+    first = findings[0]
+    record_property("first_finding", first["summary"])  # in the JUnit report vmtest keeps
+    assert first["category"] == "rdma_retransmits", findings[:3]
+    assert first["subject"].rsplit("/", 1)[1] in lossy_devices, first
+    assert any(f"netdev {veth}" in first["summary"] for veth in lossy_veth), first
+    # the busiest QP named is the lossy link's perftest QP
+    assert "ib_write_bw" in first["summary"], first
+    named = {f["subject"].rsplit("/", 1)[1] for f in findings if f["category"] == "rdma_retransmits"}
+    assert not named & set(DEVICES), findings

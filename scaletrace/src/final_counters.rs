@@ -5,18 +5,15 @@
 //! acknowledged before the stop). So at the stop each open flow is looked up by its exact tuple
 //! and socket cookie through NETLINK_SOCK_DIAG (what `ss -i` uses), in its own network namespace,
 //! and its `tcp_info` totals replace the last sampled ones. A socket gone meanwhile keeps them.
-use std::{collections::HashMap, fs::File, os::fd::FromRawFd as _, path::PathBuf};
+use std::{collections::HashMap, fs::File, path::PathBuf};
 
 use anyhow::{bail, Context as _, Result};
 use scaletrace_common::FlowStats;
 
-use crate::environment::netns_cookie;
+use crate::{environment::netns_cookie, netlink};
 
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
 const INET_DIAG_INFO: u16 = 2;
-const NLMSG_ERROR: u16 = 2;
-const NLM_F_REQUEST: u16 = 1;
-const NLMSG_HDRLEN: usize = 16;
 /// struct inet_diag_req_v2: family, protocol, ext, pad, states, then inet_diag_sockid (48 bytes).
 const REQ_LEN: usize = 8 + 48;
 /// struct inet_diag_msg before its attributes.
@@ -75,93 +72,58 @@ impl TcpTotals {
 /// The SOCK_DIAG_BY_FAMILY request for one TCP socket, by its exact tuple and cookie.
 fn request(flow: &FlowStats, seq: u32) -> Vec<u8> {
     let t = &flow.tuple;
-    let mut msg = Vec::with_capacity(NLMSG_HDRLEN + REQ_LEN);
-    msg.extend_from_slice(&((NLMSG_HDRLEN + REQ_LEN) as u32).to_ne_bytes());
-    msg.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-    msg.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
-    msg.extend_from_slice(&seq.to_ne_bytes());
-    msg.extend_from_slice(&0u32.to_ne_bytes()); // pid: the kernel
-    msg.push(t.family as u8);
-    msg.push(libc::IPPROTO_TCP as u8);
-    msg.push(1 << (INET_DIAG_INFO - 1)); // ext: tcp_info
-    msg.push(0);
-    msg.extend_from_slice(&u32::MAX.to_ne_bytes()); // states: any
+    // struct inet_diag_req_v2
+    let mut req = Vec::with_capacity(REQ_LEN);
+    req.push(t.family as u8);
+    req.push(libc::IPPROTO_TCP as u8);
+    req.push(1 << (INET_DIAG_INFO - 1)); // ext: tcp_info
+    req.push(0);
+    req.extend_from_slice(&u32::MAX.to_ne_bytes()); // states: any
                                                     // inet_diag_sockid: ports in network order, addresses as the socket keeps them
-    msg.extend_from_slice(&t.local_port.to_be_bytes());
-    msg.extend_from_slice(&t.remote_port.to_be_bytes());
-    msg.extend_from_slice(&t.local_addr);
-    msg.extend_from_slice(&t.remote_addr);
-    msg.extend_from_slice(&0u32.to_ne_bytes()); // interface: any
-    msg.extend_from_slice(&(flow.cookie as u32).to_ne_bytes());
-    msg.extend_from_slice(&((flow.cookie >> 32) as u32).to_ne_bytes());
-    msg
+    req.extend_from_slice(&t.local_port.to_be_bytes());
+    req.extend_from_slice(&t.remote_port.to_be_bytes());
+    req.extend_from_slice(&t.local_addr);
+    req.extend_from_slice(&t.remote_addr);
+    req.extend_from_slice(&0u32.to_ne_bytes()); // interface: any
+    req.extend_from_slice(&(flow.cookie as u32).to_ne_bytes());
+    req.extend_from_slice(&((flow.cookie >> 32) as u32).to_ne_bytes());
+    netlink::Request::new(SOCK_DIAG_BY_FAMILY, 0, seq)
+        .raw(&req)
+        .bytes()
 }
 
 /// The `tcp_info` of a reply: `Ok(None)` when the kernel has no such socket (closed meanwhile).
-fn parse_reply(reply: &[u8]) -> Result<Option<TcpTotals>> {
-    let u16_at = |o: usize| {
-        reply
-            .get(o..o + 2)
-            .map(|b| u16::from_ne_bytes([b[0], b[1]]))
+fn parse_reply(
+    reply: std::result::Result<Vec<netlink::Message>, i32>,
+) -> Result<Option<TcpTotals>> {
+    let messages = match reply {
+        Ok(m) => m,
+        Err(libc::ENOENT) => return Ok(None),
+        Err(errno) => bail!("sock_diag: {}", std::io::Error::from_raw_os_error(errno)),
     };
-    let kind = u16_at(4).context("short netlink reply")?;
-    if kind == NLMSG_ERROR {
-        let errno = reply
-            .get(16..20)
-            .map(|b| -i32::from_ne_bytes(b.try_into().unwrap_or_default()))
-            .unwrap_or(0);
-        if errno == libc::ENOENT {
-            return Ok(None);
-        }
-        bail!("sock_diag: {}", std::io::Error::from_raw_os_error(errno));
+    let Some(msg) = messages.first() else {
+        return Ok(None);
+    };
+    if msg.kind != SOCK_DIAG_BY_FAMILY {
+        bail!("sock_diag: unexpected reply type {}", msg.kind);
     }
-    if kind != SOCK_DIAG_BY_FAMILY {
-        bail!("sock_diag: unexpected reply type {kind}");
-    }
-    let len = u32::from_ne_bytes(reply[0..4].try_into()?) as usize;
-    let mut at = NLMSG_HDRLEN + DIAG_MSG_LEN;
-    while at + 4 <= len.min(reply.len()) {
-        let attr_len = u16_at(at).unwrap_or(0) as usize;
-        let attr_type = u16_at(at + 2).unwrap_or(0);
-        if attr_len < 4 || at + attr_len > reply.len() {
-            break;
-        }
-        if attr_type == INET_DIAG_INFO {
-            return Ok(TcpTotals::parse(&reply[at + 4..at + attr_len]));
-        }
-        at += (attr_len + 3) & !3;
-    }
-    Ok(None)
+    let totals = msg
+        .payload
+        .get(DIAG_MSG_LEN..)
+        .into_iter()
+        .flat_map(netlink::attributes)
+        .find(|(kind, _)| *kind == INET_DIAG_INFO)
+        .and_then(|(_, info)| TcpTotals::parse(info));
+    Ok(totals)
 }
 
 /// Looks each flow up in the current thread's network namespace.
 fn read_here(flows: &mut [&mut FlowStats]) -> Result<usize> {
-    // SAFETY: plain socket(2); the descriptor is owned right away.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            libc::NETLINK_SOCK_DIAG,
-        )
-    };
-    if fd < 0 {
-        bail!(
-            "opening a sock_diag socket: {}",
-            std::io::Error::last_os_error()
-        );
-    }
-    let sock = unsafe { File::from_raw_fd(fd) };
+    let mut sock =
+        netlink::Socket::open(libc::NETLINK_SOCK_DIAG).context("opening a sock_diag socket")?;
     let mut refreshed = 0;
-    let mut reply = vec![0u8; 8192];
     for (seq, flow) in flows.iter_mut().enumerate() {
-        use std::io::{Read as _, Write as _};
-        (&sock)
-            .write_all(&request(flow, seq as u32))
-            .context("sending a sock_diag request")?;
-        let n = (&sock)
-            .read(&mut reply)
-            .context("reading a sock_diag reply")?;
-        if let Some(totals) = parse_reply(&reply[..n])? {
+        if let Some(totals) = parse_reply(sock.request(&request(flow, seq as u32))?)? {
             totals.apply(flow);
             refreshed += 1;
         }

@@ -749,6 +749,62 @@ impl Table for NicCounterRow {
     }
 }
 
+/// One counter of one RDMA queue pair at one sample, from RDMA netlink.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QpCounterRow {
+    pub host: String,
+    pub ts: i64,
+    pub device: String,
+    pub port: Option<u32>,
+    pub netdev: Option<String>,
+    pub qp_num: u32,
+    pub qp_type: &'static str,
+    pub state: Option<&'static str>,
+    pub dest_qp_num: Option<u32>,
+    pub pid: Option<u32>,
+    pub comm: Option<String>,
+    pub counter_id: Option<u32>,
+    pub source: &'static str,
+    pub counter: String,
+    pub value: u64,
+    pub delta: Option<u64>,
+    pub rate_per_s: Option<f64>,
+}
+
+impl Table for QpCounterRow {
+    const NAME: &'static str = "qp_counters";
+    const DESCRIPTION: &'static str =
+        "Every RDMA queue pair of the node, read from RDMA netlink (what `rdma resource show qp` \
+        and `rdma statistic qp show` use) every `--nic-interval`, with no probe on the data path: \
+        its send and receive packet sequence numbers, whose progress is the QP's packet count \
+        (source `psn`), and the counters of the statistic counter it is bound to where the driver \
+        binds QPs (source `bound`: mlx5 with `rdma statistic qp set link DEV/PORT auto type on`; \
+        soft-RoCE has none, its counters are per port in `nic_counters`). Like `nic_counters`, a \
+        counter appears at its first reading and then only in samples where it or the QP's state \
+        changed. Joins to `qps`/`qp_traffic` by (host, pid, qp_num).";
+    fn columns() -> Vec<Column<Self>> {
+        vec![
+            str_col("host", "Node hostname.", |r| &r.host),
+            ts_col("ts", "Sample time.", |r| r.ts),
+            str_col("device", "RDMA device, e.g. `mlx5_0`, `rxe0`.", |r| &r.device),
+            opt_u32_col("port", "", "Device port the QP is bound to; null before its first modify.", |r| r.port),
+            opt_str_col("netdev", "Network device of that port (RoCE, iWARP); null for InfiniBand.", |r| r.netdev.as_deref()),
+            u32_col("qp_num", "", "Local QP number.", |r| r.qp_num),
+            str_col("qp_type", "`RC`, `UC`, `UD`, `GSI`, `SMI`, `RAW_PACKET`, `XRC_INI`, `XRC_TGT`.", |r| r.qp_type),
+            opt_str_col("state", "QP state: `RESET`, `INIT`, `RTR`, `RTS`, `SQD`, `SQE`, `ERR`.", |r| r.state),
+            opt_u32_col("dest_qp_num", "", "Remote QP number (connected QPs).", |r| r.dest_qp_num),
+            opt_u32_col("pid", "", "Process of a user QP (in the recorder's PID namespace); null for a kernel QP.", |r| r.pid),
+            opt_str_col("comm", "Process name (`/proc/PID/comm`), or the kernel module of a kernel QP.", |r| r.comm.as_deref()),
+            opt_u32_col("counter_id", "", "Statistic counter the QP is bound to (source `bound`); its values are shared by every QP bound to it.", |r| r.counter_id),
+            str_col("source", "`psn` (packet sequence numbers) or `bound` (the bound statistic counter).", |r| r.source),
+            str_col("counter", "`sq_psn` (next send PSN), `rq_psn` (next expected receive PSN, connected QPs), or the driver's counter name, e.g. `out_of_sequence`, `packet_seq_err`, `local_ack_timeout_err`.", |r| &r.counter),
+            u64_col("value", "counter units", "Value (a PSN is 24 bits).", |r| r.value),
+            opt_u64_col("delta", "counter units", "Increase since the QP's previous reported value: packets for a PSN (modulo 2^24). Null at the first reading, and when it went back (a QP reset, a PSN rewound by a retry at the reading).", |r| r.delta),
+            opt_f64_col("rate_per_s", "units/s", "`delta` per second.", |r| r.rate_per_s),
+        ]
+    }
+}
+
 /// One NCCL API call seen by the uprobes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NcclCallRow {
@@ -1141,6 +1197,7 @@ pub fn catalog() -> Vec<TableInfo> {
         info::<StateChangeRow>(),
         info::<CaptureRow>(),
         info::<NicCounterRow>(),
+        info::<QpCounterRow>(),
         info::<InterfaceRow>(),
         info::<NcclCallRow>(),
         info::<VerbsCallRow>(),

@@ -154,7 +154,7 @@ pub struct Finding {
 }
 
 /// What each category is about and the tables it needs (any one of a group).
-pub const CATEGORIES: [(&str, &str, &[&[&str]]); 9] = [
+pub const CATEGORIES: [(&str, &str, &[&[&str]]); 10] = [
     (
         "slowdown",
         "Verdict: what slowed the job, where, and how much it cost",
@@ -164,6 +164,11 @@ pub const CATEGORIES: [(&str, &str, &[&[&str]]); 9] = [
         "retransmits",
         "Retransmit hot spots (per peer, interface, flow)",
         &[&["flows"]],
+    ),
+    (
+        "rdma_retransmits",
+        "RDMA retransmit hot spots (per device, from the NIC's own counters)",
+        &[&["nic_counters"]],
     ),
     ("loss_burst", "Loss bursts", &[&["retransmits"], &["rtt"]]),
     (
@@ -202,11 +207,12 @@ pub const CATEGORIES: [(&str, &str, &[&[&str]]); 9] = [
 const COLLECTIVE_CATEGORIES: [&str; 3] = ["slowdown", "straggler", "sync_amplification"];
 
 /// Broadest first: a peer or NIC explains its flows.
-const SCOPE_ORDER: [&str; 10] = [
+const SCOPE_ORDER: [&str; 11] = [
     "node",
     "link",
     "peer",
     "interface",
+    "device",
     "flow",
     "window",
     "tail_outlier",

@@ -17,12 +17,12 @@ const DEFAULTS: [(&str, f64, &str); 32] = [
     (
         "min_retransmits",
         20.0,
-        "retransmit hot spots need at least this many retransmits",
+        "retransmit hot spots need at least this many retransmits (RDMA: sequence errors and retries)",
     ),
     (
         "min_retrans_ratio",
         0.001,
-        "... and this share of data segments (or a throughput collapse with them)",
+        "... and this share of data segments (RDMA: of packets) (or a throughput collapse with them)",
     ),
     (
         "burst_min_retransmits",

@@ -165,6 +165,74 @@ FROM s, st_params p
 WHERE retransmits >= p.burst_min_retransmits;
 
 ------------------------------------------------------------------------------------------
+-- 1b. RDMA retransmit hot spots
+------------------------------------------------------------------------------------------
+
+-- An RDMA NIC retransmits in hardware, out of the kernel's sight: its only traces are the
+-- device's own counters (`nic_counters`). RC transport recovers loss by go-back-N: the responder
+-- sees a gap and NAKs, the requester counts the NAK (or its ack timeout) and resends, the
+-- responder counts the duplicates. These are those counters under each driver's names
+-- (rxe: drivers/infiniband/sw/rxe/rxe_hw_counters.c; mlx5: its hw_counters documentation;
+-- bnxt_re: hw_counters.c), and the per-port packet counters they are judged against.
+-- `loss` counters see a gap: a packet that never arrived. `retry` counters see a resend, which a
+-- late ACK causes as well as a loss: on a clean veth, soft-RoCE under emulation counted 1207
+-- duplicate requests (0.6 % of packets, from ack timeouts of a slow responder) and 10 gaps. So
+-- a device is a hot spot by its gaps; its retries are reported beside them.
+CREATE OR REPLACE VIEW st_rdma_counter_kind AS
+SELECT * FROM (VALUES
+    ('out_of_seq_request', 'loss'),     -- rxe responder: a request after a gap
+    ('out_of_sequence', 'loss'),        -- mlx5 responder: the same
+    ('rcvd_seq_err', 'loss'),           -- rxe requester: a sequence-error NAK, a gap in responses
+    ('packet_seq_err', 'loss'),         -- mlx5 requester: a sequence-error NAK
+    ('implied_nak_seq_err', 'loss'),    -- mlx5 requester: a response implied one
+    ('seq_err_naks_rcvd', 'loss'),      -- bnxt_re: sequence-error NAKs
+    ('duplicate_request', 'retry'),     -- rxe, mlx5 responder: a request it already had
+    ('completer_retry_err', 'retry'),   -- rxe requester: went back to resend
+    ('local_ack_timeout_err', 'retry'), -- mlx5 requester: no ACK in time, resent
+    ('roce_adp_retrans', 'retry'),      -- mlx5 adaptive retransmission
+    ('to_retransmits', 'retry'),        -- bnxt_re: timeout retransmits
+    ('sent_pkts', 'packets'), ('rcvd_pkts', 'packets'),                 -- rxe
+    ('port_xmit_packets', 'packets'), ('port_rcv_packets', 'packets'),  -- IB port counters
+    ('tx_pkts', 'packets'), ('rx_pkts', 'packets')                      -- bnxt_re
+) t(counter, kind);
+
+-- Per RDMA device port over the recording (the sum of a counter's deltas is its growth while
+-- recording; the first reading has none).
+CREATE OR REPLACE VIEW st_rdma_device AS
+WITH c AS (
+    SELECT n.host, n.device, n.port, n.source, n.counter, k.kind, sum(n.delta)::BIGINT AS growth
+    FROM nic_counters n JOIN st_rdma_counter_kind k USING (counter)
+    WHERE n.source IN ('ib', 'ib_hw') GROUP BY ALL),
+-- a device may show its packets in two places (port counters and hw counters): the larger
+p AS (
+    SELECT host, device, port, max(packets) AS packets FROM (
+        SELECT host, device, port, source, sum(growth) AS packets FROM c WHERE kind = 'packets' GROUP BY ALL)
+    GROUP BY ALL),
+l AS (
+    SELECT host, device, port,
+           coalesce(sum(growth) FILTER (WHERE kind = 'loss'), 0) AS loss_events,
+           coalesce(sum(growth) FILTER (WHERE kind = 'retry'), 0) AS retry_events,
+           string_agg(printf('%s %d', counter, growth), ', ' ORDER BY growth DESC, counter)
+               FILTER (WHERE growth > 0) AS loss_counters
+    FROM c WHERE kind IN ('loss', 'retry') GROUP BY ALL),
+-- the QPs that carried packets on the device (RDMA netlink), busiest first
+q AS (
+    SELECT host, device, any_value(netdev) FILTER (WHERE netdev IS NOT NULL) AS netdev,
+           string_agg(printf('QP %d (%s%s) %d packets', qp_num, coalesce(comm, 'pid ' || pid, '?'),
+                             CASE WHEN dest_qp_num IS NULL THEN '' ELSE printf(' -> QP %d', dest_qp_num) END, packets),
+                      ', ' ORDER BY packets DESC, qp_num) FILTER (WHERE packets > 0 AND qp_rank <= 3) AS busiest_qps,
+           count(*) FILTER (WHERE packets > 0) AS active_qps
+    FROM (SELECT host, device, qp_num, any_value(netdev) AS netdev, any_value(comm) AS comm,
+                 any_value(pid) AS pid, max(dest_qp_num) AS dest_qp_num,
+                 coalesce(sum(delta), 0)::BIGINT AS packets,
+                 row_number() OVER (PARTITION BY host, device ORDER BY coalesce(sum(delta), 0) DESC, qp_num) AS qp_rank
+          FROM qp_counters WHERE source = 'psn' GROUP BY host, device, qp_num)
+    GROUP BY host, device)
+SELECT l.host, l.device, l.port, q.netdev, l.loss_events, l.retry_events, l.loss_counters, p.packets,
+       l.loss_events / nullif(p.packets, 0) AS loss_ratio, q.busiest_qps, coalesce(q.active_qps, 0) AS active_qps
+FROM l LEFT JOIN p USING (host, device, port) LEFT JOIN q USING (host, device);
+
+------------------------------------------------------------------------------------------
 -- 2. Latency
 ------------------------------------------------------------------------------------------
 
@@ -1037,6 +1105,14 @@ WITH f AS (
                   coalesce(burstiness, 0), coalesce(collapse_windows, 0), coalesce(windows_with_retrans, 0))
     FROM st_retrans_flow, st_params p
     WHERE retransmits >= p.min_retransmits AND (retrans_ratio >= p.min_retrans_ratio OR collapse_windows > 0)
+    UNION ALL
+    SELECT 'rdma_retransmits', 'device', host || '/' || device, host, NULL, loss_ratio,
+           printf('RDMA device %s/%s (port %d%s): %d sequence gaps (lost packets) and %d retries over %d packets (gaps %.3g%%; %s): the NIC recovered lost packets in hardware, which TCP never sees%s',
+                  host, device, port, CASE WHEN netdev IS NULL THEN '' ELSE ', netdev ' || netdev END,
+                  loss_events, retry_events, packets, 100 * loss_ratio, loss_counters,
+                  CASE WHEN busiest_qps IS NULL THEN '' ELSE printf('; busiest QPs: %s', busiest_qps) END)
+    FROM st_rdma_device, st_params p
+    WHERE loss_events >= p.min_retransmits AND loss_ratio >= p.min_retrans_ratio
     UNION ALL
     SELECT 'loss_burst', 'window', host || ' @ ' || strftime(window_start, '%Y-%m-%d %H:%M:%S'), host, NULL, peak_ratio,
            printf('%s: %d retransmits in the window starting %s (usual window: %.1f), peers %s',

@@ -93,7 +93,8 @@ pub struct RecordArgs {
     #[arg(long, default_value = "100ms", value_parser = parse_gpu_interval)]
     pub gpu_interval: Duration,
 
-    /// NIC counter sampling interval (sysfs class/net and class/infiniband); 0s disables it.
+    /// NIC counter sampling interval (sysfs class/net and class/infiniband), also the interval
+    /// at which RDMA queue pairs are read over RDMA netlink (`qp_counters`); 0s disables both.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub nic_interval: Duration,
 

@@ -18,6 +18,7 @@ use crate::{
     node::NodeIdentity,
     parquet_sink::TableWriter,
     probe::Hooks,
+    qp_counters::QpSampler,
     tables::*,
 };
 
@@ -47,6 +48,7 @@ struct Writers {
     retransmits: TableWriter<RetransmitRow>,
     states: TableWriter<StateChangeRow>,
     nic: TableWriter<NicCounterRow>,
+    qp_counters: TableWriter<QpCounterRow>,
     nccl: TableWriter<NcclCallRow>,
     verbs: TableWriter<VerbsCallRow>,
     qps: TableWriter<QpRow>,
@@ -64,6 +66,7 @@ impl Writers {
             retransmits: w(layout, metadata)?,
             states: w(layout, metadata)?,
             nic: w(layout, metadata)?,
+            qp_counters: w(layout, metadata)?,
             nccl: w(layout, metadata)?,
             verbs: w(layout, metadata)?,
             qps: w(layout, metadata)?,
@@ -78,6 +81,7 @@ impl Writers {
             + self.retransmits.rows()
             + self.states.rows()
             + self.nic.rows()
+            + self.qp_counters.rows()
             + self.nccl.rows()
             + self.verbs.rows()
             + self.qps.rows()
@@ -91,6 +95,7 @@ impl Writers {
             + self.retransmits.bytes()
             + self.states.bytes()
             + self.nic.bytes()
+            + self.qp_counters.bytes()
             + self.nccl.bytes()
             + self.verbs.bytes()
             + self.qps.bytes()
@@ -103,6 +108,7 @@ impl Writers {
         self.retransmits.abandon();
         self.states.abandon();
         self.nic.abandon();
+        self.qp_counters.abandon();
         self.nccl.abandon();
         self.verbs.abandon();
         self.qps.abandon();
@@ -129,6 +135,8 @@ pub struct Sinks {
     qp_tracker: crate::verbs::QpTracker,
     clock: ClockOffset,
     nic_sampler: Option<NicSampler>,
+    /// RDMA QPs, read with the NIC counters
+    qp_sampler: Option<QpSampler>,
     interfaces: Vec<InterfaceRow>,
     interval_start_utc: i64,
     counters_at_interval_start: KernelCounters,
@@ -199,6 +207,7 @@ impl Sinks {
             qp_tracker: Default::default(),
             clock: *clock,
             nic_sampler: nic_sysfs.map(|root| NicSampler::new(root, &node.hostname)),
+            qp_sampler: nic_sysfs.map(|_| QpSampler::new(&node.hostname)),
             interfaces,
             interval_start_utc: start_utc,
             counters_at_interval_start: KernelCounters::zero(),
@@ -318,13 +327,24 @@ impl Sinks {
         }
     }
 
-    /// Reads the NIC counters once (if enabled).
+    /// Reads the NIC counters and the RDMA QPs once (if enabled).
     pub fn sample_nics(&mut self) -> Result<()> {
-        let Some(sampler) = self.nic_sampler.as_mut() else {
-            return Ok(());
-        };
-        for row in sampler.sample(now_ns(libc::CLOCK_REALTIME)) {
+        let now = now_ns(libc::CLOCK_REALTIME);
+        let nic_rows = self
+            .nic_sampler
+            .as_mut()
+            .map(|s| s.sample(now))
+            .unwrap_or_default();
+        for row in nic_rows {
             self.push_with(|w| w.nic.push(row))?;
+        }
+        let qp_rows = self
+            .qp_sampler
+            .as_mut()
+            .map(|s| s.sample(now))
+            .unwrap_or_default();
+        for row in qp_rows {
+            self.push_with(|w| w.qp_counters.push(row))?;
         }
         Ok(())
     }
@@ -675,6 +695,7 @@ impl Sinks {
         close!(w.retransmits);
         close!(w.states);
         close!(w.nic);
+        close!(w.qp_counters);
         close!(w.nccl);
         close!(w.verbs);
         close!(w.qps);
