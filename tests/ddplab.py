@@ -256,6 +256,19 @@ class DDPLab:
         self.faults.append({"kind": "rate_limit", "node": node, "host": self.hostname(node), "ip": self.ips[node],
                             "rate": rate, "direction": direction, "latency_ms": latency_ms})
 
+    def delay(self, node, delay_ms, jitter_ms=0.0, direction="both"):
+        """Added latency (and jitter, normally distributed) on node's link with netem: toward it
+        on the switch port, from it on its eth0. Needs a kernel with sch_netem (the VM lab's)."""
+        args = ["netem", "delay", f"{delay_ms}ms"]
+        if jitter_ms:
+            args += [f"{jitter_ms}ms", "distribution", "normal"]
+        if direction in ("both", "to"):
+            sh("ip", "netns", "exec", self.switch, "tc", "qdisc", "add", "dev", self.port(node), "root", *args)
+        if direction in ("both", "from"):
+            sh("ip", "netns", "exec", self.ns(node), "tc", "qdisc", "add", "dev", "eth0", "root", *args)
+        self.faults.append({"kind": "delay", "node": node, "host": self.hostname(node), "ip": self.ips[node],
+                            "delay_ms": delay_ms, "jitter_ms": jitter_ms, "direction": direction})
+
     def clear_faults(self):
         sh("ip", "netns", "exec", self.switch, "iptables", "-F", "FORWARD", check=False)
         for k in range(self.nodes):
@@ -531,6 +544,7 @@ def main(argv=None):
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--loss", metavar="NODE:PROB[:DIR]")
     p.add_argument("--rate", metavar="NODE:RATE[:DIR]")
+    p.add_argument("--delay", metavar="NODE:MS[:JITTER_MS]", help="netem delay on a node's link (needs sch_netem)")
     p.add_argument("--slow", metavar="RANK:MS")
     p.add_argument("--from-step", type=int, default=0, help="the step the fault starts at (0: before the job)")
     p.add_argument("--no-record", action="store_true")
@@ -544,6 +558,9 @@ def main(argv=None):
         if a.rate:
             node, rate, *d = a.rate.split(":")
             lab.rate_limit(int(node), rate, *d)
+        if a.delay:
+            node, ms, *jitter = a.delay.split(":")
+            lab.delay(int(node), float(ms), float(jitter[0]) if jitter else 0.0)
 
     with DDPLab(a.nodes, a.ranks_per_node) as lab:
         slow_rank, slow_ms = (int(a.slow.split(":")[0]), float(a.slow.split(":")[1])) if a.slow else (None, 0)

@@ -276,3 +276,7 @@ def test_recorded_loss_hot_spot_is_found(tmp_path):
     assert not any(clean.b_ip in f["subject"] for f in found if f["category"] == "retransmits"), proc.stderr
     # the interfaces table was recorded and joined (the namespaces' addresses are not in it)
     assert os.listdir(tmp_path / "traces" / "interfaces")
+    # NIC counters of a machine without RDMA devices: the RDMA category is not analyzed, rather
+    # than "nothing found"
+    assert os.listdir(tmp_path / "traces" / "nic_counters")
+    assert "not analyzed: rdma_retransmits (no RDMA device counters" in proc.stderr, proc.stderr

@@ -177,7 +177,7 @@ def counter_growth(con, device, counter):
 MAX_MTU = 4096
 
 
-def test_rxe_traffic_is_seen_by_the_verbs_probes_and_the_nic_counters(rxe, tmp_path):
+def test_rxe_traffic_is_seen_by_the_verbs_probes_and_the_nic_counters(rxe, tmp_path, record_property):
     rec = Recorder(tmp_path / "out", "--no-gpu", "--nic-interval", "200ms")
     runs = {
         "ib_write_bw": perftest("ib_write_bw", rxe, "-s", "65536", "-n", "2000"),
@@ -257,6 +257,9 @@ def test_rxe_traffic_is_seen_by_the_verbs_probes_and_the_nic_counters(rxe, tmp_p
     assert "verbs(" in attached, hooks
     traffic = con.execute("SELECT count(*) FROM qp_traffic").fetchone()[0] if "qp_traffic" in os.listdir(rec.out) else 0
     assert traffic > 0 or "verbs-data-path" in missing or "verbs-data-path" not in attached, hooks
+    record_property("path", "RDMA: verbs control path " + ("attached" if "verbs(" in attached else "missing")
+                    + ", data path " + (f"attached ({traffic} QPs)" if traffic else "not attached")
+                    + ", QPs and PSNs over RDMA netlink")
 
 
 def analyze(out, tmp_path):

@@ -22,9 +22,13 @@ enum Task {
     Setup,
     /// Build the release binary (the eBPF object is built and embedded by scaletrace/build.rs).
     Build,
-    /// Run every test: unit tests, then the integration tests in tests/ against real eBPF
-    /// programs, real namespaced traffic and a real DuckDB (needs root).
+    /// Run every test: unit tests, the integration tests in tests/ against real eBPF programs,
+    /// real namespaced traffic and a real DuckDB (needs root), then the VM lab (`vmtest`: the
+    /// kernel-dependent tests and real soft-RoCE RDMA on other Debian kernels, ~15 minutes).
     Test {
+        /// Skip the VM lab (it also is skipped when pytest arguments select tests).
+        #[arg(long)]
+        no_vm: bool,
         /// Extra arguments for pytest (e.g. -k loss).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         pytest_args: Vec<String>,
@@ -114,7 +118,7 @@ fn main() -> Result<()> {
     match Cli::parse().task {
         Task::Setup => setup::setup(),
         Task::Build => build_release().map(|_| ()),
-        Task::Test { pytest_args } => {
+        Task::Test { no_vm, pytest_args } => {
             setup::setup()?;
             let root = workspace_root();
             // Default members: the eBPF crate only builds for the BPF target.
@@ -124,7 +128,12 @@ fn main() -> Result<()> {
                 .current_dir(&root)
                 .env("SCALETRACE_BIN", &bin)
                 .args(["-m", "pytest", "-v", "tests"])
-                .args(pytest_args))
+                .args(&pytest_args))?;
+            if no_vm || !pytest_args.is_empty() {
+                eprintln!("test: VM lab not run (`cargo xtask vmtest` runs it)");
+                return Ok(());
+            }
+            vmtest(&[], &[])
         }
         Task::Vmtest { kernels, tests } => {
             setup::setup()?;

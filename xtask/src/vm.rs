@@ -246,6 +246,24 @@ fn xml_attr(xml: &str, element: &str, attr: &str) -> Option<String> {
     Some(tag[at..at + tag[at..].find('"')?].to_owned())
 }
 
+/// The values of every `<property name="NAME" value="..."/>` of a JUnit report.
+fn properties(xml: &str, name: &str) -> Vec<String> {
+    let prefix = format!("<property name=\"{name}\" value=\"");
+    xml.match_indices(&prefix)
+        .filter_map(|(at, _)| {
+            let value = &xml[at + prefix.len()..];
+            Some(value[..value.find('"')?].to_owned())
+        })
+        .map(|v| {
+            v.replace("&quot;", "\"")
+                .replace("&apos;", "'")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&")
+        })
+        .collect()
+}
+
 /// Runs `tests` in a VM booted on `image`, with the host's Python and the release binary.
 fn run_in_vm(kernel: &KernelSource, image: &Path, tests: &[String]) -> Result<Outcome> {
     let root = crate::workspace_root();
@@ -310,6 +328,10 @@ fn run_in_vm(kernel: &KernelSource, image: &Path, tests: &[String]) -> Result<Ou
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
     };
+    // which path each kernel took, as the tests recorded it (`record_property("path", ...)`)
+    let mut paths = properties(&junit, "path");
+    paths.sort();
+    paths.dedup();
     let log = read("pytest.log");
     // pytest's -rfEs summary: one line per failed, errored or skipped test, with the reason
     let problems = log
@@ -318,6 +340,7 @@ fn run_in_vm(kernel: &KernelSource, image: &Path, tests: &[String]) -> Result<Ou
             l.starts_with("FAILED ") || l.starts_with("ERROR ") || l.starts_with("SKIPPED ")
         })
         .map(str::to_owned)
+        .chain(paths.into_iter().map(|p| format!("path: {p}")))
         .collect();
     Ok(Outcome {
         kernel: read("uname").trim().to_owned(),
@@ -427,5 +450,17 @@ mod tests {
             Some("pytest")
         );
         assert_eq!(xml_attr(xml, "testsuites", "nope"), None);
+    }
+
+    #[test]
+    fn path_properties_are_read_and_unescaped() {
+        let xml = r#"<testcase name="a"><properties><property name="path" value="hooks: sock_ops, &quot;iter:tcp&quot; &amp; more"/><property name="other" value="x"/></properties></testcase><testcase name="b"><properties><property name="path" value="rdma: netlink"/></properties></testcase>"#;
+        assert_eq!(
+            properties(xml, "path"),
+            vec![
+                r#"hooks: sock_ops, "iter:tcp" & more"#.to_string(),
+                "rdma: netlink".to_string()
+            ]
+        );
     }
 }

@@ -303,6 +303,8 @@ pub struct Overview {
     pub ranks: i64,
     pub collective_ops: i64,
     pub gpu_events: i64,
+    /// RDMA devices with port or hardware counters in `nic_counters`.
+    pub rdma_devices: i64,
     pub first: Option<String>,
     pub last: Option<String>,
 }
@@ -335,6 +337,7 @@ const OVERVIEW_SQL: &str = "SELECT
     (SELECT count(*) FROM (SELECT host, rank FROM st_rank_trace UNION SELECT host, rank FROM st_collective_op)) AS ranks,
     (SELECT count(*) FROM st_collective_op) AS collective_ops,
     (SELECT count(*) FROM gpu_events) AS gpu_events,
+    (SELECT count(*) FROM (SELECT DISTINCT host, device FROM nic_counters WHERE source IN ('ib', 'ib_hw'))) AS rdma_devices,
     (SELECT strftime(min(t), '%Y-%m-%d %H:%M:%S') FROM (SELECT min(ts) AS t FROM rtt UNION ALL SELECT min(start) FROM flows UNION ALL SELECT min(ts) FROM gpu_events WHERE coalesce(time_aligned, true))) AS first,
     (SELECT strftime(max(t), '%Y-%m-%d %H:%M:%S') FROM (SELECT max(ts) AS t FROM rtt UNION ALL SELECT max(\"end\") FROM flows UNION ALL SELECT max(ts) FROM gpu_events WHERE coalesce(time_aligned, true))) AS last";
 
@@ -506,6 +509,12 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
             // Timelines without any collective cannot say anything about collectives.
             (COLLECTIVE_CATEGORIES.contains(&category) && overview.collective_ops == 0)
                 .then(|| "no collective operations in the timelines or NCCL calls".to_string())
+        });
+        let why = why.or_else(|| {
+            // NIC counters of a node without RDMA devices say nothing about RDMA
+            (category == "rdma_retransmits" && overview.rdma_devices == 0).then(|| {
+                "no RDMA device counters (nic_counters has no ib/ib_hw source)".to_string()
+            })
         });
         if let Some(why) = why {
             not_analyzed.push((category, why));
