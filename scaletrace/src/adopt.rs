@@ -8,7 +8,6 @@
 //! (`flows.adopted`).
 use std::{
     collections::HashSet,
-    fs::File,
     io::Read as _,
     os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
@@ -103,23 +102,15 @@ pub fn adopt_open_connections(ebpf: &mut Ebpf, namespaces: &[PathBuf]) -> Result
 /// Runs the iterator over the TCP sockets of the namespace at `ns`: an iterator walks the
 /// namespace of the task that creates it, so a thread enters the namespace first.
 fn run_in(iter: &mut Iter, ns: &Path) -> Result<Vec<u8>> {
-    let file = File::open(ns).with_context(|| format!("opening {}", ns.display()))?;
-    std::thread::scope(|scope| {
-        scope
-            .spawn(move || -> Result<Vec<u8>> {
-                nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
-                    .with_context(|| format!("entering {}", ns.display()))?;
-                let id = iter.attach().context("attaching the iterator")?;
-                let link = iter.take_link(id).context("taking the iterator link")?;
-                let mut output = Vec::new();
-                link.into_file()
-                    .context("creating the iterator")?
-                    .read_to_end(&mut output)
-                    .context("reading the iterator")?;
-                Ok(output)
-            })
-            .join()
-            .map_err(|_| anyhow::anyhow!("the iterator thread panicked"))?
+    crate::environment::in_netns(ns, || {
+        let id = iter.attach().context("attaching the iterator")?;
+        let link = iter.take_link(id).context("taking the iterator link")?;
+        let mut output = Vec::new();
+        link.into_file()
+            .context("creating the iterator")?
+            .read_to_end(&mut output)
+            .context("reading the iterator")?;
+        Ok(output)
     })
 }
 

@@ -109,18 +109,35 @@ pub fn netns_path(spec: &str) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// The kernel's cookie for the network namespace at `path` (what bpf_get_netns_cookie returns),
-/// read through SO_NETNS_COOKIE on a socket created inside it by a short-lived thread.
-pub fn netns_cookie(path: &Path) -> Result<u64> {
+/// Runs `f` in the network namespace at `path`, on a short-lived thread: a namespace is a
+/// property of the thread that enters it, so the caller's own stays as it was. Sockets and BPF
+/// iterators `f` creates belong to that namespace.
+pub fn in_netns<T: Send>(path: &Path, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
     let file = fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    std::thread::scope(|scope| {
+        scope
+            .spawn(move || -> Result<T> {
+                nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
+                    .with_context(|| format!("entering network namespace {}", path.display()))?;
+                f()
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("the thread in {} panicked", path.display()))?
+    })
+}
+
+/// The kernel's cookie for the network namespace at `path` (what bpf_get_netns_cookie returns),
+/// read through SO_NETNS_COOKIE on a socket created inside it.
+pub fn netns_cookie(path: &Path) -> Result<u64> {
     let shown = path.display().to_string();
-    std::thread::spawn(move || -> Result<u64> {
-        nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
-            .with_context(|| format!("entering network namespace {shown}"))?;
+    in_netns(path, || {
         // SAFETY: plain socket(2); the fd is owned right away.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
         if fd < 0 {
-            bail!("creating a socket in {shown}: {}", std::io::Error::last_os_error());
+            bail!(
+                "creating a socket in {shown}: {}",
+                std::io::Error::last_os_error()
+            );
         }
         let sock = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
         let mut cookie: u64 = 0;
@@ -141,8 +158,6 @@ pub fn netns_cookie(path: &Path) -> Result<u64> {
         }
         Ok(cookie)
     })
-    .join()
-    .map_err(|_| anyhow::anyhow!("netns thread panicked"))?
 }
 
 /// Lets older kernels (before memcg accounting of BPF memory, 5.11) create the maps.

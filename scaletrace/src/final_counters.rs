@@ -5,12 +5,15 @@
 //! acknowledged before the stop). So at the stop each open flow is looked up by its exact tuple
 //! and socket cookie through NETLINK_SOCK_DIAG (what `ss -i` uses), in its own network namespace,
 //! and its `tcp_info` totals replace the last sampled ones. A socket gone meanwhile keeps them.
-use std::{collections::HashMap, fs::File, path::PathBuf};
+use std::{collections::HashMap, path::PathBuf};
 
 use anyhow::{bail, Context as _, Result};
 use scaletrace_common::FlowStats;
 
-use crate::{environment::netns_cookie, netlink};
+use crate::{
+    environment::{in_netns, netns_cookie},
+    netlink,
+};
 
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
 const INET_DIAG_INFO: u16 = 2;
@@ -150,17 +153,7 @@ pub fn refresh_open_flows(flows: &mut [FlowStats], namespaces: &[PathBuf]) -> Re
         let Some(mut open) = by_netns.remove(&cookie) else {
             continue;
         };
-        let file = File::open(ns).with_context(|| format!("opening {}", ns.display()))?;
-        refreshed += std::thread::scope(|scope| {
-            scope
-                .spawn(move || -> Result<usize> {
-                    nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
-                        .with_context(|| format!("entering {}", ns.display()))?;
-                    read_here(&mut open)
-                })
-                .join()
-                .map_err(|_| anyhow::anyhow!("the sock_diag thread panicked"))?
-        })?;
+        refreshed += in_netns(ns, || read_here(&mut open))?;
         if by_netns.is_empty() {
             break;
         }

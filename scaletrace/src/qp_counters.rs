@@ -72,20 +72,6 @@ fn qp_type_name(t: u8) -> &'static str {
     }
 }
 
-/// enum ib_qp_state
-fn qp_state_name(s: u8) -> &'static str {
-    match s {
-        0 => "RESET",
-        1 => "INIT",
-        2 => "RTR",
-        3 => "RTS",
-        4 => "SQD",
-        5 => "SQE",
-        6 => "ERR",
-        _ => "OTHER",
-    }
-}
-
 /// One RDMA device of a `CMD_GET` dump.
 #[derive(Debug, Clone, PartialEq)]
 struct Device {
@@ -414,7 +400,8 @@ impl QpSampler {
                     netdev: r.netdev.cloned(),
                     qp_num: r.qp.qp_num,
                     qp_type: r.qp.qp_type.map(qp_type_name).unwrap_or("OTHER"),
-                    state: r.qp.state.map(qp_state_name),
+                    // enum ib_qp_state numbers its states as verbs does
+                    state: r.qp.state.map(|s| crate::verbs::qp_state(s.into())),
                     dest_qp_num: r.qp.dest_qp_num,
                     pid: r.qp.pid,
                     comm: r

@@ -55,12 +55,14 @@ GROUP BY ALL;
 -- scheduling; only a path well above what the other paths see is queueing worth a finding.
 -- A quartile, not the median: in a full mesh one slow node's links are half the flows of four
 -- nodes and two thirds of three, and a median of them made its own queueing the usual.
+-- Over the flows that send data, as the latency findings judged against it: a socket measures
+-- RTT on its own segments, and a receiving end's few ACK-paced sends are no path's usual.
 CREATE OR REPLACE VIEW st_fleet_queueing AS
 WITH l AS (SELECT host, flow_id, quantile_cont(srtt_us, 0.5) AS p50 FROM rtt GROUP BY ALL)
 SELECT coalesce(quantile_cont(l.p50 - b.base_rtt_us, 0.25), 0) AS queueing_us,
        greatest(p.min_queueing_us, p.queueing_vs_fleet * coalesce(quantile_cont(l.p50 - b.base_rtt_us, 0.25), 0)) AS threshold_us
 FROM l JOIN st_flow_baseline b USING (host, flow_id) JOIN flows f USING (host, flow_id), st_params p
-WHERE coalesce(f.bytes_sent, 0) + coalesce(f.bytes_received, 0) >= p.min_flow_bytes
+WHERE coalesce(f.bytes_sent, 0) >= p.min_flow_bytes
 GROUP BY p.min_queueing_us, p.queueing_vs_fleet;
 
 -- Retransmitted segments per flow and window.
