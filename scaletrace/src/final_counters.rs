@@ -110,14 +110,11 @@ fn parse_reply(
     if msg.kind != SOCK_DIAG_BY_FAMILY {
         bail!("sock_diag: unexpected reply type {}", msg.kind);
     }
-    let totals = msg
+    Ok(msg
         .payload
         .get(DIAG_MSG_LEN..)
-        .into_iter()
-        .flat_map(netlink::attributes)
-        .find(|(kind, _)| *kind == INET_DIAG_INFO)
-        .and_then(|(_, info)| TcpTotals::parse(info));
-    Ok(totals)
+        .and_then(|attrs| netlink::attribute(attrs, INET_DIAG_INFO))
+        .and_then(TcpTotals::parse))
 }
 
 /// Looks each flow up in the current thread's network namespace.

@@ -113,6 +113,11 @@ pub fn attributes(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     })
 }
 
+/// The value of the first attribute of type `kind` in a payload.
+pub fn attribute(buf: &[u8], kind: u16) -> Option<&[u8]> {
+    attributes(buf).find(|(k, _)| *k == kind).map(|(_, v)| v)
+}
+
 pub fn attr_u32(value: &[u8]) -> Option<u32> {
     Some(u32::from_ne_bytes(value.get(..4)?.try_into().ok()?))
 }

@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 
 use crate::{
-    netlink::{self, attr_str, attr_u32, attr_u8, attributes, Message, Socket},
+    netlink::{self, attr_str, attr_u32, attr_u8, attribute, attributes, Message, Socket},
     tables::QpCounterRow,
 };
 
@@ -106,17 +106,9 @@ fn parse_devices(messages: &[Message]) -> Vec<Device> {
     messages
         .iter()
         .filter_map(|m| {
-            let (mut index, mut name) = (None, None);
-            for (kind, value) in attributes(&m.payload) {
-                match kind {
-                    ATTR_DEV_INDEX => index = attr_u32(value),
-                    ATTR_DEV_NAME => name = Some(attr_str(value)),
-                    _ => {}
-                }
-            }
             Some(Device {
-                index: index?,
-                name: name?,
+                index: attribute(&m.payload, ATTR_DEV_INDEX).and_then(attr_u32)?,
+                name: attr_str(attribute(&m.payload, ATTR_DEV_NAME)?),
             })
         })
         .collect()
@@ -127,15 +119,8 @@ fn parse_port_netdevs(messages: &[Message]) -> HashMap<u32, String> {
     messages
         .iter()
         .filter_map(|m| {
-            let (mut port, mut netdev) = (None, None);
-            for (kind, value) in attributes(&m.payload) {
-                match kind {
-                    ATTR_PORT_INDEX => port = attr_u32(value),
-                    ATTR_NDEV_NAME => netdev = Some(attr_str(value)),
-                    _ => {}
-                }
-            }
-            Some((port?, netdev?))
+            let port = attribute(&m.payload, ATTR_PORT_INDEX).and_then(attr_u32)?;
+            Some((port, attr_str(attribute(&m.payload, ATTR_NDEV_NAME)?)))
         })
         .collect()
 }
@@ -201,15 +186,10 @@ fn parse_counters(messages: &[Message]) -> Vec<BoundCounter> {
                         c.values = attributes(value)
                             .filter(|(k, _)| *k == ATTR_STAT_HWCOUNTER_ENTRY)
                             .filter_map(|(_, entry)| {
-                                let (mut name, mut v) = (None, None);
-                                for (k, x) in attributes(entry) {
-                                    match k {
-                                        ATTR_STAT_HWCOUNTER_ENTRY_NAME => name = Some(attr_str(x)),
-                                        ATTR_STAT_HWCOUNTER_ENTRY_VALUE => v = netlink::attr_u64(x),
-                                        _ => {}
-                                    }
-                                }
-                                Some((name?, v?))
+                                let name = attribute(entry, ATTR_STAT_HWCOUNTER_ENTRY_NAME)?;
+                                let v = attribute(entry, ATTR_STAT_HWCOUNTER_ENTRY_VALUE)
+                                    .and_then(netlink::attr_u64)?;
+                                Some((attr_str(name), v))
                             })
                             .collect()
                     }
@@ -347,10 +327,10 @@ impl QpSampler {
                 )
                 .map(|m| parse_counters(&m))
                 .unwrap_or_default();
-            let netdevs = self.netdevs.get(&device.name).cloned().unwrap_or_default();
+            let netdevs = self.netdevs.get(&device.name);
             let mut readings = Vec::new();
             for qp in &qps {
-                let netdev = qp.port.and_then(|p| netdevs.get(&p));
+                let netdev = qp.port.zip(netdevs).and_then(|(p, n)| n.get(&p));
                 let common = |source, counter, value, counter_id| Reading {
                     device: &device.name,
                     netdev,
