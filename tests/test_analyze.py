@@ -71,6 +71,33 @@ def test_the_receiving_end_of_a_flow_is_not_judged_on_latency(tmp_path):
     assert found == [], [(f["category"], f["subject"]) for f in found]
 
 
+def test_a_job_exiting_is_no_contention(tmp_path):
+    """A clean 5-node DDP run got "peer X: 3.3 of its 5 flows degraded together in 3 of 17 windows
+    (RTT x397)": the windows were the job's last seconds, its flows down to 1-3 RTT samples each,
+    smoothed RTTs of milliseconds while the exiting processes and the profiler writing its traces
+    held the CPUs. Here the flows to one peer get three such windows after the job: one sample
+    each, at 100x their RTT."""
+    fleet = scenarios.generate(str(tmp_path / "fleet"), [])
+    con = duckdb.connect()
+    for node in sorted(os.listdir(fleet)):
+        rtt = os.path.join(fleet, node, "rtt")
+        tail = os.path.join(rtt, "exit.parquet")
+        # each flow to node2's last sample, again 1, 2 and 3 s after the job, RTT x100
+        con.execute(f"""COPY (
+            WITH last AS (SELECT * FROM read_parquet('{rtt}/*.parquet')
+                          WHERE flow_id IN (SELECT flow_id FROM read_parquet('{fleet}/{node}/flows/*.parquet')
+                                            WHERE remote_addr = '{scenarios.ip(2)}')
+                          QUALIFY row_number() OVER (PARTITION BY flow_id ORDER BY ts DESC) = 1)
+            SELECT last.* REPLACE (ts + INTERVAL (k) SECOND AS ts, srtt_us * 100 AS srtt_us)
+            FROM last, range(1, 4) r(k)) TO '{tail}' (FORMAT parquet)""")
+        if con.execute(f"SELECT count(*) FROM '{tail}'").fetchone()[0] == 0:
+            os.remove(tail)
+    out = tmp_path / "findings.json"
+    analyze(fleet, "--json", str(out), "--no-report")
+    found = json.loads(out.read_text())
+    assert found == [], [(f["category"], f["subject"], f["summary"]) for f in found]
+
+
 def test_congested_peer_ranks_first(tmp_path):
     found, _ = findings(tmp_path, ["congested_peer"])
     assert first(found, "contention", "peer")["subject"] == scenarios.ip(scenarios.CONGESTED)

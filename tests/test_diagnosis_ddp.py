@@ -286,6 +286,23 @@ def test_the_same_run_analyzed_again_gives_the_same_findings(limited, tmp_path):
         assert lost(again) == pytest.approx(lost(limited.findings), rel=1e-9), attempt
 
 
+@pytest.mark.diagnosis
+def test_a_culprit_below_the_floors_is_shown_under_an_empty_verdict(slow, tmp_path):
+    """A fault that costs less than the verdict's floors is no finding, but "nothing found" alone
+    told an engineer whose job did get slower nothing (a 20 ms slower rank that cost 2 % of a
+    run): analyze prints the largest suspect below the floors, its cost and the floor it missed.
+    Here the floor is raised above the slow rank's real cost."""
+    first = slow.findings[0]
+    assert first["category"] == "slowdown" and first["rank"] == SLOW, first
+    found, stderr = analyze_json(tmp_path, slow.fleet, "--set", "min_lost_fraction=0.95")
+    assert not [f for f in found if f["category"] == "slowdown"], found
+    verdict = stderr[stderr.index("Verdict:"):].split("\n\n")[0]
+    assert "nothing found" in verdict and "below the floors" in verdict, verdict
+    line = next(ln for ln in verdict.splitlines() if ln.startswith("  - "))
+    assert line.startswith(f"  - rank {SLOW} (node{SLOW}), a straggler: {first['time_lost_s']:.2f} s lost"), (line, first)
+    assert line.endswith("less than 95% of the traced time"), line
+
+
 def test_baseline_of_another_job_or_without_steps_is_one_line(clean, tmp_path):
     fewer = tmp_path / "three-ranks"
     shutil.copytree(clean.fleet, fewer)

@@ -153,6 +153,45 @@ pub struct Finding {
     pub summary: String,
 }
 
+/// A culprit with evidence whose cost stays below the verdict's floors (`st_below_floors`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct BelowFloors {
+    pub cause: String,
+    pub culprit: String,
+    pub slow_steps: i64,
+    pub time_lost_s: f64,
+    pub lost_fraction: f64,
+    pub traced_s: f64,
+    /// Which floors it missed, e.g. "less than 0.20 s, less than 5% of the traced time".
+    pub below: String,
+}
+
+impl BelowFloors {
+    pub const SQL: &'static str =
+        "SELECT cause, culprit, slow_steps, time_lost_s, lost_fraction, traced_s, below
+        FROM st_below_floors ORDER BY time_lost_s DESC, culprit";
+
+    /// "rank 1 (node1), a straggler: 0.15 s lost (2.2% of 7.0 s traced) in 118 collective
+    /// steps: less than 0.20 s, less than 5% of the traced time"
+    pub fn describe(&self) -> String {
+        let what = match self.cause.as_str() {
+            "network" => "losing packets",
+            "queueing" => "a slow or congested link",
+            "straggler" => "a straggler",
+            other => other,
+        };
+        format!(
+            "{}, {what}: {:.2} s lost ({:.1}% of {:.1} s traced) in {} collective steps: {}",
+            self.culprit,
+            self.time_lost_s,
+            100.0 * self.lost_fraction,
+            self.traced_s,
+            self.slow_steps,
+            self.below
+        )
+    }
+}
+
 /// What each category is about and the tables it needs (any one of a group).
 pub const CATEGORIES: [(&str, &str, &[&[&str]]); 10] = [
     (
@@ -444,6 +483,28 @@ fn print_ranked(err: &mut impl std::io::Write, ranked: &[(i64, &Finding)], top: 
     }
 }
 
+/// Under an empty verdict: what came closest, so that "nothing found" on a job that did get
+/// slower says how much each suspect cost and which floor kept it out.
+fn print_below_floors(err: &mut impl std::io::Write, below: &[BelowFloors], top: usize) {
+    if below.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        err,
+        "  below the floors (not findings; thresholds: --help):"
+    );
+    for b in below.iter().take(top.max(1)) {
+        let _ = writeln!(err, "  - {}", b.describe());
+    }
+    if below.len() > top.max(1) {
+        let _ = writeln!(
+            err,
+            "    ... {} more in the report",
+            below.len() - top.max(1)
+        );
+    }
+}
+
 pub fn run(args: AnalyzeArgs) -> Result<()> {
     let resources = args.resources.clone();
     analyze(args).map_err(|e| resources.explain(e))
@@ -492,6 +553,13 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         .rows("SELECT * FROM findings")
         .context("running the diagnoses")?;
 
+    let below_floors: Vec<BelowFloors> = if overview.collective_ops > 0 {
+        db.rows(BelowFloors::SQL)
+            .context("reading the culprits below the floors")?
+    } else {
+        Vec::new()
+    };
+
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
@@ -523,6 +591,9 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         let of: Vec<&Finding> = findings.iter().filter(|f| f.category == category).collect();
         if of.is_empty() {
             let _ = writeln!(err, "\n{title}: nothing found");
+            if category == "slowdown" {
+                print_below_floors(&mut err, &below_floors, args.top);
+            }
             continue;
         }
         let _ = writeln!(err, "\n{title}: {} finding(s)", of.len());
@@ -554,8 +625,15 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         write_atomically(path, serde_json::to_string_pretty(&findings)?.as_bytes())?;
     }
     if !args.no_report {
-        let html = report::render(&db, &overview, &findings, &not_analyzed, &args)
-            .context("building the report")?;
+        let html = report::render(
+            &db,
+            &overview,
+            &findings,
+            &below_floors,
+            &not_analyzed,
+            &args,
+        )
+        .context("building the report")?;
         write_atomically(&args.report, html.as_bytes())?;
         let _ = writeln!(err, "\nreport: {}", args.report.display());
     }

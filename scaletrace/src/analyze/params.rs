@@ -3,11 +3,16 @@
 use anyhow::{bail, Result};
 
 /// (name, default, meaning)
-const DEFAULTS: [(&str, f64, &str); 32] = [
+const DEFAULTS: [(&str, f64, &str); 33] = [
     (
         "degraded_rtt_inflation",
         2.0,
         "a flow window is degraded when its median RTT is this many times the flow's base RTT",
+    ),
+    (
+        "min_window_activity",
+        0.25,
+        "... judged on RTT only when it holds this share of the flow's usual RTT samples per window",
     ),
     (
         "collapse_throughput_ratio",

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::{
     svg::{escape, heatmap, line_chart, Series},
-    AnalyzeArgs, DuckDb, Finding, Overview, CATEGORIES,
+    AnalyzeArgs, BelowFloors, DuckDb, Finding, Overview, CATEGORIES,
 };
 
 /// Flows worth plotting: the worst tails and the most retransmits.
@@ -305,6 +305,7 @@ pub fn render(
     db: &DuckDb,
     overview: &Overview,
     findings: &[Finding],
+    below_floors: &[BelowFloors],
     not_analyzed: &[(&str, String)],
     args: &AnalyzeArgs,
 ) -> Result<String> {
@@ -330,6 +331,15 @@ pub fn render(
         let of: Vec<&Finding> = findings.iter().filter(|f| f.category == category).collect();
         if of.is_empty() {
             h.push_str("<p class=\"none\">nothing found</p>");
+            if category == "slowdown" && !below_floors.is_empty() {
+                h.push_str(
+                    "<p class=\"none\">Below the floors (not findings):</p><ul class=\"none\">",
+                );
+                for b in below_floors {
+                    let _ = write!(h, "<li>{}</li>", escape(&b.describe()));
+                }
+                h.push_str("</ul>");
+            }
             continue;
         }
         h.push_str("<table><tr><th>#</th><th>scope</th><th>subject</th><th>score</th><th>finding</th></tr>");

@@ -41,11 +41,13 @@ SELECT host, flow_id, w, samples, srtt_p50_us, srtt_p99_us, srtt_max_us, min_rtt
        bytes_max - coalesce(lag(bytes_max) OVER (PARTITION BY host, flow_id ORDER BY w), bytes_min) AS bytes
 FROM g;
 
--- Each flow's own baseline: its path's minimum RTT and its median throughput.
+-- Each flow's own baseline: its path's minimum RTT, its median throughput and how many RTT
+-- samples it has in a window as a rule.
 CREATE OR REPLACE VIEW st_flow_baseline AS
 SELECT host, flow_id,
        coalesce(min(min_rtt_us), min(srtt_p50_us)) AS base_rtt_us,
        median(bytes * 8e6 / p.window_us) AS median_bps,
+       median(samples) AS median_window_samples,
        count(*) AS windows
 FROM st_rtt_window, st_params p
 GROUP BY ALL;
@@ -97,10 +99,15 @@ SELECT coalesce(r.host, x.host) AS host, coalesce(r.flow_id, x.flow_id) AS flow_
        b.base_rtt_us, b.median_bps,
        r.srtt_p50_us / nullif(b.base_rtt_us, 0) AS rtt_inflation,
        r.bytes * 8e6 / p.window_us / nullif(b.median_bps, 0) AS throughput_ratio,
+       -- judged on RTT only in a window where the flow was about as busy as usual: the few
+       -- ACKs of a job starting up or exiting (its processes, the profiler writing its traces,
+       -- holding the CPUs) inflate the smoothed RTT of every flow by milliseconds at once
        coalesce(r.srtt_p50_us / nullif(b.base_rtt_us, 0) >= p.degraded_rtt_inflation
-                AND r.srtt_p50_us - b.base_rtt_us >= coalesce(q.threshold_us, p.min_queueing_us), false) AS rtt_degraded,
+                AND r.srtt_p50_us - b.base_rtt_us >= coalesce(q.threshold_us, p.min_queueing_us)
+                AND r.samples >= p.min_window_activity * b.median_window_samples, false) AS rtt_degraded,
        coalesce(r.srtt_p50_us / nullif(b.base_rtt_us, 0) >= p.degraded_rtt_inflation
-                AND r.srtt_p50_us - b.base_rtt_us >= coalesce(q.threshold_us, p.min_queueing_us), false)
+                AND r.srtt_p50_us - b.base_rtt_us >= coalesce(q.threshold_us, p.min_queueing_us)
+                AND r.samples >= p.min_window_activity * b.median_window_samples, false)
          OR coalesce(b.median_bps >= p.min_flow_bps
                      AND r.bytes * 8e6 / p.window_us / nullif(b.median_bps, 0) < p.collapse_throughput_ratio, false)
          AS degraded
@@ -267,8 +274,11 @@ FROM j;
 
 CREATE OR REPLACE VIEW st_group_window AS
 WITH fw AS (
-    SELECT w.*, f.remote_addr, f.local_iface FROM st_flow_window w JOIN st_flow f USING (host, flow_id)
-    WHERE w.samples > 0),
+    -- the flows that send data, as the latency findings: a control connection's (TCPStore, the
+    -- mesh's barrier pairs) RTT is that of a few ACK-paced packets, no path's
+    SELECT w.*, f.remote_addr, f.local_iface
+    FROM st_flow_window w JOIN st_flow f USING (host, flow_id), st_params p
+    WHERE w.samples > 0 AND coalesce(f.bytes_sent, 0) >= p.min_flow_bytes),
 g AS (
     SELECT 'peer' AS scope, remote_addr AS subject, * FROM fw
     UNION ALL
@@ -1020,6 +1030,28 @@ FROM st_culprit c CROSS JOIN st_job_span j
 LEFT JOIN st_culprit_cost k USING (cause, culprit)
 LEFT JOIN st_straggler_own_cost o USING (cause, culprit);
 
+-- The verdict's floors: a culprit named in it slowed at least `min_culprit_steps` steps and
+-- cost at least `min_lost_s` and `min_lost_fraction` of the traced time. Below them a culprit
+-- is within what two healthy runs on a busy host differ by.
+CREATE OR REPLACE MACRO st_above_floors(slow_steps, time_lost_s, lost_fraction) AS
+    (SELECT slow_steps >= p.min_culprit_steps AND time_lost_s >= p.min_lost_s
+            AND lost_fraction >= p.min_lost_fraction FROM st_params p);
+
+-- Culprits with evidence whose cost stays below the verdict's floors, largest first: an
+-- engineer asking why the job got slower still learns what came closest, by how much, and
+-- which floor kept it out (a rank 20 ms slower per step that cost the job 2 % is real, but no
+-- finding).
+CREATE OR REPLACE VIEW st_below_floors AS
+SELECT d.cause, d.culprit, d.host, d.rank, d.slow_steps, d.time_lost_s, d.lost_fraction, d.traced_s, d.priced_by,
+       concat_ws(', ',
+         CASE WHEN d.slow_steps < p.min_culprit_steps THEN printf('fewer than %d slow steps', p.min_culprit_steps::BIGINT) END,
+         CASE WHEN d.time_lost_s < p.min_lost_s THEN printf('less than %.2f s', p.min_lost_s) END,
+         CASE WHEN d.lost_fraction < p.min_lost_fraction
+              THEN printf('less than %.0f%% of the traced time', 100 * p.min_lost_fraction) END) AS below
+FROM st_slowdown d CROSS JOIN st_params p
+WHERE d.evidenced AND d.cause <> 'unexplained' AND d.time_lost_s > 0
+  AND NOT st_above_floors(d.slow_steps, d.time_lost_s, d.lost_fraction);
+
 -- What such a link cost when the job also ran without it (it came mid-run): the step time of
 -- the iterations in which it held the most queued samples, above the median of the iterations
 -- that neither it nor a verdict culprit impaired, when there are enough of those (as in
@@ -1159,8 +1191,7 @@ WITH f AS (
       -- ranks waiting for each other is how synchronous training works; it is a finding when
       -- something made the job lose time (a culprit in the verdict) or a straggler stands out
       AND (EXISTS (SELECT 1 FROM st_slowdown d WHERE d.evidenced AND d.cause <> 'unexplained'
-                     AND d.slow_steps >= p.min_culprit_steps AND d.time_lost_s >= p.min_lost_s
-                     AND d.lost_fraction >= p.min_lost_fraction)
+                     AND st_above_floors(d.slow_steps, d.time_lost_s, d.lost_fraction))
            OR EXISTS (SELECT 1 FROM st_straggler t WHERE t.steps_last >= p.min_straggler_steps
                         AND t.share_last >= greatest(p.min_straggler_share, 2.0 / t.ranks)))
     UNION ALL
@@ -1211,8 +1242,7 @@ s AS (
                   FROM st_slowdown), st_params p
     -- Slow steps nobody can be blamed for stay in st_slowdown (cause 'unexplained'): on a busy
     -- host transfers vary by tens of percent, and a finding without a culprit is not one.
-    WHERE evidenced AND cause <> 'unexplained' AND slow_steps >= p.min_culprit_steps
-      AND time_lost_s >= p.min_lost_s AND lost_fraction >= p.min_lost_fraction),
+    WHERE evidenced AND cause <> 'unexplained' AND st_above_floors(slow_steps, time_lost_s, lost_fraction)),
 -- ... and a slow link that was there from the first step, which no step-time comparison shows
 -- (named, not priced), unless the verdict already priced it.
 pq AS (
