@@ -1,6 +1,8 @@
-//! Where a table's file goes: one file per table and run for `record`, or the Hive-partitioned
-//! tree of `agent` (`table=…/date=…/hour=…/host=…/part-….parquet`) that DuckDB, Spark and Trino
-//! read with one glob and prune by partition.
+//! The on-disk layout, written and read here only: where a table's file goes (one file per
+//! table and run for `record`, or the Hive-partitioned tree of `agent`,
+//! `table=…/date=…/hour=…/host=…/part-….parquet`, that DuckDB, Spark and Trino read with one
+//! glob and prune by partition), the `.partial` name of a file still being written, and how the
+//! spool and `analyze` recognise a table's files.
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone)]
@@ -44,7 +46,7 @@ impl Layout {
                 start_utc_ns,
             } => {
                 let t = chrono::DateTime::from_timestamp_nanos(*start_utc_ns);
-                root.join(format!("table={table}"))
+                root.join(hive_table_dir(table))
                     .join(format!("date={}", t.format("%Y-%m-%d")))
                     // Unpadded: DuckDB infers `hour=05` as text but `hour=22` as a number, so a
                     // fleet's hours would not compare with `hour = 5`.
@@ -75,6 +77,48 @@ impl Layout {
         }
     }
 }
+
+/// A table's file while it is written: `<name>.parquet.partial` beside where it will be (it
+/// has no footer yet; readers never match it).
+pub fn partial_path(final_path: &Path) -> PathBuf {
+    final_path.with_extension(&PARTIAL_EXTENSION[1..])
+}
+
+/// The file name ending of a table's file being written.
+pub const PARTIAL_EXTENSION: &str = ".parquet.partial";
+/// ... and of a complete one.
+pub const COMPLETE_EXTENSION: &str = ".parquet";
+
+/// A table's top directory in the Hive layout.
+pub fn hive_table_dir(table: &str) -> String {
+    format!("table={table}")
+}
+
+/// The table a path component names in the Hive layout (`table=rtt` -> `rtt`).
+pub fn hive_table_name(component: &str) -> Option<&str> {
+    component.strip_prefix("table=")
+}
+
+/// Whether `rel` (a path below a spool root) is a part file `host`'s agent wrote in the Hive
+/// layout, `table=…/date=…/hour=…/host=<host>/part-…<extension>`. Anything else in a spool
+/// (another host's files on shared storage, a warehouse that also uses `table=` directories,
+/// an operator's files) is not.
+pub fn is_hive_part_of(rel: &Path, host: &str, extension: &str) -> bool {
+    let parts: Vec<_> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect();
+    parts.len() == HIVE_DEPTH
+        && hive_table_name(&parts[0]).is_some()
+        && parts[1].starts_with("date=")
+        && parts[2].starts_with("hour=")
+        && parts[3] == format!("host={}", partition_value(host))
+        && parts[4].starts_with("part-")
+        && parts[4].ends_with(extension)
+}
+
+/// How deep a part file sits below the spool root in the Hive layout.
+pub const HIVE_DEPTH: usize = 5;
 
 /// Hive partition values cannot hold `/` or `=`; hostnames normally have neither.
 pub fn partition_value(v: &str) -> String {
@@ -125,5 +169,38 @@ mod tests {
         };
         assert_eq!(r.path("flows"), PathBuf::from("/o/flows/r.parquet"));
         assert_eq!(partition_value("a/b=c"), "a_b_c");
+    }
+
+    #[test]
+    fn recognises_only_this_hosts_part_files() {
+        let l = Layout::Hive {
+            root: "/spool".into(),
+            host: "gpu/07".into(),
+            run_id: "r".into(),
+            seq: 0,
+            start_utc_ns: 1_796_252_399_500_000_000,
+        };
+        let complete = l.path("rtt");
+        let rel = complete.strip_prefix("/spool").unwrap();
+        assert!(is_hive_part_of(rel, "gpu/07", COMPLETE_EXTENSION));
+        assert!(!is_hive_part_of(rel, "gpu-08", COMPLETE_EXTENSION));
+        let partial = partial_path(&complete);
+        assert!(partial
+            .to_string_lossy()
+            .ends_with("-000000.parquet.partial"));
+        let rel = partial.strip_prefix("/spool").unwrap();
+        assert!(is_hive_part_of(rel, "gpu/07", PARTIAL_EXTENSION));
+        assert!(!is_hive_part_of(rel, "gpu/07", COMPLETE_EXTENSION));
+        for other in [
+            "warehouse/table=rtt/date=x/hour=1/host=gpu_07/part-1.parquet",
+            "table=rtt/date=x/hour=1/host=gpu_07/notes.parquet",
+            "rtt/date=x/hour=1/host=gpu_07/part-1.parquet",
+        ] {
+            assert!(
+                !is_hive_part_of(Path::new(other), "gpu/07", COMPLETE_EXTENSION),
+                "{other}"
+            );
+        }
+        assert_eq!(hive_table_name(&hive_table_dir("flows")), Some("flows"));
     }
 }

@@ -35,13 +35,13 @@ pub struct TableWriter<T: Table> {
 }
 
 impl<T: Table> TableWriter<T> {
-    /// Creates `<dir>/<table>/<file_stem>.parquet` (via a `.partial` file).
+    /// Creates `<dir>/<table>/<file_stem>.parquet` (via a `.partial` file): `record`'s layout.
     pub fn create(dir: &Path, file_stem: &str, metadata: &[(String, String)]) -> Result<Self> {
-        Self::create_at(
-            dir,
-            dir.join(T::NAME).join(format!("{file_stem}.parquet")),
-            metadata,
-        )
+        let layout = crate::layout::Layout::PerRun {
+            out: dir.to_path_buf(),
+            run_id: file_stem.to_string(),
+        };
+        Self::create_at(dir, layout.path(T::NAME), metadata)
     }
 
     /// Creates `final_path` below the output directory `root` (via `<final_path>.partial`, in
@@ -57,7 +57,7 @@ impl<T: Table> TableWriter<T> {
             .context("a table file needs a directory")?
             .to_path_buf();
         create_dir_safely(root, &table_dir)?;
-        let partial_path = final_path.with_extension("parquet.partial");
+        let partial_path = crate::layout::partial_path(&final_path);
         let file = create_new(&partial_path)?;
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
@@ -155,6 +155,34 @@ impl<T: Table> TableWriter<T> {
             }
         }
         Ok(self.final_path.clone())
+    }
+}
+
+/// A table's open file, whatever its rows: what the end of an interval does with every file
+/// (count, stamp, close or drop it), so that a recording lists its files once.
+pub trait OpenTable {
+    fn rows(&self) -> u64;
+    fn bytes(&self) -> u64;
+    fn append_metadata(&mut self, key: &str, value: String);
+    fn close(self: Box<Self>) -> Result<PathBuf>;
+    fn abandon(self: Box<Self>);
+}
+
+impl<T: Table> OpenTable for TableWriter<T> {
+    fn rows(&self) -> u64 {
+        TableWriter::rows(self)
+    }
+    fn bytes(&self) -> u64 {
+        TableWriter::bytes(self)
+    }
+    fn append_metadata(&mut self, key: &str, value: String) {
+        TableWriter::append_metadata(self, key, value)
+    }
+    fn close(self: Box<Self>) -> Result<PathBuf> {
+        TableWriter::close(*self)
+    }
+    fn abandon(self: Box<Self>) {
+        TableWriter::abandon(*self)
     }
 }
 

@@ -3,6 +3,7 @@
 //! files to S3-compatible storage, keeps the spool within limits, and reports its health.
 pub mod config;
 pub mod health;
+mod service;
 pub mod spool;
 
 use std::{path::PathBuf, time::Duration};
@@ -66,7 +67,7 @@ pub struct AgentSettings {
     pub drain_timeout: Duration,
 }
 
-/// What `record` needs to run as the agent.
+/// What the agent's housekeeping of a recording needs (`service::Service`).
 pub struct AgentRun {
     pub settings: AgentSettings,
     pub spool: spool::SpoolConfig,
@@ -129,5 +130,9 @@ pub fn run(args: AgentArgs) -> Result<()> {
         leftovers_removed,
         spool_lock,
     };
-    crate::record::run_with(args.record, Some(agent))
+    let start: crate::record::StartHousekeeping = Box::new(move |session| {
+        Ok(Box::new(service::Service::start(agent, session)?)
+            as Box<dyn crate::record::Housekeeping>)
+    });
+    crate::record::run_with(args.record, Some(start))
 }

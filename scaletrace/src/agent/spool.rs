@@ -12,6 +12,8 @@ use std::{
 
 use anyhow::{bail, Context as _, Result};
 
+use crate::layout;
+
 /// A completed file in the spool.
 #[derive(Debug, Clone)]
 pub struct SpoolFile {
@@ -22,37 +24,24 @@ pub struct SpoolFile {
     pub modified: SystemTime,
 }
 
-/// The regular files (never links) that this host's agents wrote under `root`:
-/// `table=…/date=…/hour=…/host=<host>/part-…<suffix>`. Anything else in the spool (another
-/// host's files on shared storage, a warehouse that happens to use `table=` directories, files
-/// an operator put there) is never uploaded, evicted or removed.
+/// The regular files (never links) that this host's agents wrote under `root`, complete or
+/// still being written (`extension`); nothing else in the spool is ever uploaded, evicted or
+/// removed (`layout::is_hive_part_of`).
 fn ours<'a>(
     root: &'a Path,
-    host: &str,
-    suffix: &'a str,
+    host: &'a str,
+    extension: &'a str,
 ) -> impl Iterator<Item = walkdir::DirEntry> + 'a {
-    let host_dir = format!("host={}", crate::layout::partition_value(host));
     walkdir::WalkDir::new(root)
-        .min_depth(5)
-        .max_depth(5)
+        .min_depth(layout::HIVE_DEPTH)
+        .max_depth(layout::HIVE_DEPTH)
         .into_iter()
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_file())
         .filter(move |e| {
-            let Ok(rel) = e.path().strip_prefix(root) else {
-                return false;
-            };
-            let parts: Vec<_> = rel
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy())
-                .collect();
-            parts.len() == 5
-                && parts[0].starts_with("table=")
-                && parts[1].starts_with("date=")
-                && parts[2].starts_with("hour=")
-                && parts[3] == host_dir
-                && parts[4].starts_with("part-")
-                && parts[4].ends_with(suffix)
+            e.path()
+                .strip_prefix(root)
+                .is_ok_and(|rel| layout::is_hive_part_of(rel, host, extension))
         })
 }
 
@@ -73,7 +62,7 @@ pub fn lock(root: &Path, host: &str) -> Result<SpoolLock> {
     };
     let path = root.join(format!(
         ".scaletrace-agent.{}.lock",
-        crate::layout::partition_value(host)
+        layout::partition_value(host)
     ));
     // O_NOFOLLOW: as root, a link planted at this name must not be opened (and truncated below).
     let mut file = std::fs::OpenOptions::new()
@@ -112,7 +101,7 @@ pub fn lock(root: &Path, host: &str) -> Result<SpoolLock> {
 /// footer they cannot be read) and returns how many there were.
 pub fn remove_leftovers(root: &Path, host: &str) -> u64 {
     let mut removed = 0;
-    for e in ours(root, host, ".parquet.partial") {
+    for e in ours(root, host, layout::PARTIAL_EXTENSION) {
         if std::fs::remove_file(e.path()).is_ok() {
             removed += 1;
         }
@@ -122,7 +111,7 @@ pub fn remove_leftovers(root: &Path, host: &str) -> u64 {
 
 /// This host's completed table files, oldest first.
 pub fn completed(root: &Path, host: &str) -> Vec<SpoolFile> {
-    let mut files: Vec<SpoolFile> = ours(root, host, ".parquet")
+    let mut files: Vec<SpoolFile> = ours(root, host, layout::COMPLETE_EXTENSION)
         .filter_map(|e| {
             let meta = e.metadata().ok()?;
             let rel = e.path().strip_prefix(root).ok()?;

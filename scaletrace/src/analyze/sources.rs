@@ -34,7 +34,7 @@ pub fn table_of<'a>(file: &Path, tables: &'a [TableInfo]) -> Option<&'a TableInf
     let known = |name: &str| tables.iter().find(|t| t.name == name);
     for component in file.parent()?.components().rev() {
         let c = component.as_os_str().to_string_lossy();
-        if let Some(name) = c.strip_prefix("table=") {
+        if let Some(name) = crate::layout::hive_table_name(&c) {
             return known(name);
         }
     }
@@ -170,7 +170,7 @@ fn add_path(path: &Path, tables: &[TableInfo], sources: &mut Sources) -> Result<
 /// A glob under `root` matching `rel` (a file below it) and its siblings of the same table,
 /// whether `root` is a fleet tree, one node's output, or a table directory itself.
 fn pattern_for(root: &str, rel: &Path, table: &str) -> String {
-    let hive = format!("table={table}");
+    let hive = crate::layout::hive_table_dir(table);
     let dirs: Vec<String> = rel
         .parent()
         .map(|p| {

@@ -1,7 +1,7 @@
 //! `scaletrace record`: load, attach, drain the ring buffer into Parquet until the duration
 //! ends or a signal arrives, then detach and flush everything, including flows still open.
 mod args;
-mod service;
+mod housekeeping;
 mod sinks;
 mod status;
 
@@ -16,12 +16,12 @@ use tokio::{
 };
 
 pub use args::RecordArgs;
-use service::{Rotation, Service};
-use sinks::Sinks;
+use housekeeping::Rotation;
+pub use housekeeping::{Housekeeping, Session, StartHousekeeping};
+pub use sinks::Sinks;
 use status::StatusLine;
 
 use crate::{
-    agent::AgentRun,
     clock::{now_ns, ClockOffset},
     environment,
     layout::Layout,
@@ -86,8 +86,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
     run_with(args, None)
 }
 
-/// `record`, or with `agent` the node service: Hive layout, rotation, spool and health.
-pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
+/// `record`, or a service with its caller's housekeeping (`agent`: Hive layout, rotation,
+/// spool and health).
+pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Result<()> {
     environment::check_privileges()?;
     if !environment::btf_available() {
         log::warn!("no kernel BTF at /sys/kernel/btf/vmlinux; continuing (tracepoint layouts come from tracefs)");
@@ -138,7 +139,7 @@ pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
     // Create the output first: a bad --out must fail before anything is attached.
     let nic_sysfs = (!args.nic_interval.is_zero()).then_some(args.sysfs_root.as_path());
     let interfaces = crate::interfaces::list(&node.hostname, &run_id, &args.sysfs_root);
-    let layout = match &agent {
+    let layout = match &housekeeping {
         None => Layout::PerRun {
             out: args.out.clone(),
             run_id: run_id.clone(),
@@ -223,8 +224,12 @@ pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
             }
         }
     };
-    let mut service = match agent {
-        Some(a) => Some(Service::start(a, &node.hostname, &run_id, gpu_output)?),
+    let mut housekeeping = match housekeeping {
+        Some(start) => Some(start(Session {
+            host: &node.hostname,
+            run_id: &run_id,
+            gpu_output,
+        })?),
         None => {
             // (the agent checks its directories itself)
             crate::atomic_file::warn_if_writable_by_others(&args.out, "--out");
@@ -265,7 +270,7 @@ pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
         &mut sinks,
         &mut maps,
         Rotation {
-            service: service.as_mut(),
+            housekeeping: housekeeping.as_deref_mut(),
             gpus: &mut gpus,
             hooks: &hooks,
         },
@@ -283,9 +288,9 @@ pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
     };
     // The agent uploads what the run left in the spool before it exits; a second signal ends
     // that at once (an unreachable store must not hold a node's shutdown for --drain-timeout).
-    let finish = match service {
-        Some(s) => {
-            let uploaded = runtime.block_on(finish_service(s, &mut signals));
+    let finish = match housekeeping {
+        Some(h) => {
+            let uploaded = runtime.block_on(finish_housekeeping(h, &mut signals));
             finish.map(|summary| format!("{summary}; {uploaded}"))
         }
         None => finish,
@@ -302,11 +307,11 @@ pub fn run_with(args: RecordArgs, agent: Option<AgentRun>) -> Result<()> {
     }
 }
 
-/// `Service::finish` on a blocking thread while this one listens for a second SIGINT, SIGTERM
-/// or SIGHUP, which cuts the upload short.
-async fn finish_service(service: Service, signals: &mut Signals) -> String {
-    let abort = service.abort_handle();
-    let mut finishing = tokio::task::spawn_blocking(move || service.finish());
+/// `Housekeeping::finish` on a blocking thread while this one listens for a second SIGINT,
+/// SIGTERM or SIGHUP, which cuts the upload short.
+async fn finish_housekeeping(housekeeping: Box<dyn Housekeeping>, signals: &mut Signals) -> String {
+    let abort = housekeeping.abort_handle();
+    let mut finishing = tokio::task::spawn_blocking(move || housekeeping.finish());
     let second = tokio::select! {
         done = &mut finishing => return done.unwrap_or_else(|e| format!("upload worker failed: {e}")),
         _ = signals.sigint.recv() => "SIGINT",

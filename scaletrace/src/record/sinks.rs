@@ -16,7 +16,7 @@ use crate::{
     layout::Layout,
     nic::NicSampler,
     node::NodeIdentity,
-    parquet_sink::TableWriter,
+    parquet_sink::{OpenTable, TableWriter},
     probe::Hooks,
     qp_counters::QpSampler,
     tables::*,
@@ -41,78 +41,61 @@ struct Snapshots {
     qps: Vec<QpSnapshotRow>,
 }
 
-/// The files of one interval (the whole run for `record`).
-struct Writers {
-    flows: TableWriter<FlowRow>,
-    rtt: TableWriter<RttRow>,
-    retransmits: TableWriter<RetransmitRow>,
-    states: TableWriter<StateChangeRow>,
-    nic: TableWriter<NicCounterRow>,
-    qp_counters: TableWriter<QpCounterRow>,
-    nccl: TableWriter<NcclCallRow>,
-    verbs: TableWriter<VerbsCallRow>,
-    qps: TableWriter<QpRow>,
-    completions: TableWriter<VerbsCompletionRow>,
+/// Declares the files of one interval once: the struct (a typed file per table, for pushing
+/// rows), how they are created, and the list of all of them (for everything else).
+macro_rules! interval_files {
+    ($($field:ident: $row:ty),* $(,)?) => {
+        /// The files of one interval (the whole run for `record`).
+        struct Writers {
+            $($field: TableWriter<$row>,)*
+        }
+
+        impl Writers {
+            fn create(layout: &Layout, metadata: &[(String, String)]) -> Result<Self> {
+                Ok(Writers {
+                    $($field: TableWriter::create_at(layout.root(), layout.path(<$row>::NAME), metadata)?,)*
+                })
+            }
+
+            fn files(&self) -> Vec<&dyn OpenTable> {
+                vec![$(&self.$field as &dyn OpenTable),*]
+            }
+
+            fn into_files(self) -> Vec<Box<dyn OpenTable>> {
+                vec![$(Box::new(self.$field) as Box<dyn OpenTable>),*]
+            }
+        }
+    };
+}
+
+interval_files! {
+    flows: FlowRow,
+    rtt: RttRow,
+    retransmits: RetransmitRow,
+    states: StateChangeRow,
+    nic: NicCounterRow,
+    qp_counters: QpCounterRow,
+    nccl: NcclCallRow,
+    verbs: VerbsCallRow,
+    qps: QpRow,
+    completions: VerbsCompletionRow,
 }
 
 impl Writers {
-    fn create(layout: &Layout, metadata: &[(String, String)]) -> Result<Self> {
-        fn w<T: Table>(layout: &Layout, md: &[(String, String)]) -> Result<TableWriter<T>> {
-            TableWriter::create_at(layout.root(), layout.path(T::NAME), md)
-        }
-        Ok(Writers {
-            flows: w(layout, metadata)?,
-            rtt: w(layout, metadata)?,
-            retransmits: w(layout, metadata)?,
-            states: w(layout, metadata)?,
-            nic: w(layout, metadata)?,
-            qp_counters: w(layout, metadata)?,
-            nccl: w(layout, metadata)?,
-            verbs: w(layout, metadata)?,
-            qps: w(layout, metadata)?,
-            completions: w(layout, metadata)?,
-        })
-    }
-
     /// Rows accepted by all open files.
     fn rows(&self) -> u64 {
-        self.flows.rows()
-            + self.rtt.rows()
-            + self.retransmits.rows()
-            + self.states.rows()
-            + self.nic.rows()
-            + self.qp_counters.rows()
-            + self.nccl.rows()
-            + self.verbs.rows()
-            + self.qps.rows()
-            + self.completions.rows()
+        self.files().iter().map(|f| f.rows()).sum()
     }
 
     /// Estimated bytes of all open files.
     fn bytes(&self) -> u64 {
-        self.flows.bytes()
-            + self.rtt.bytes()
-            + self.retransmits.bytes()
-            + self.states.bytes()
-            + self.nic.bytes()
-            + self.qp_counters.bytes()
-            + self.nccl.bytes()
-            + self.verbs.bytes()
-            + self.qps.bytes()
-            + self.completions.bytes()
+        self.files().iter().map(|f| f.bytes()).sum()
     }
 
     fn abandon(self) {
-        self.flows.abandon();
-        self.rtt.abandon();
-        self.retransmits.abandon();
-        self.states.abandon();
-        self.nic.abandon();
-        self.qp_counters.abandon();
-        self.nccl.abandon();
-        self.verbs.abandon();
-        self.qps.abandon();
-        self.completions.abandon();
+        for f in self.into_files() {
+            f.abandon();
+        }
     }
 }
 
@@ -643,7 +626,7 @@ impl Sinks {
         let skip_empty = matches!(layout, Layout::Hive { .. });
         macro_rules! close {
             ($w:expr) => {{
-                let mut w = $w;
+                let mut w: Box<dyn OpenTable> = $w;
                 if skip_empty && w.rows() == 0 {
                     w.abandon();
                 } else {
@@ -675,7 +658,7 @@ impl Sinks {
                         for row in $rows {
                             note(tw.push(row));
                         }
-                        close!(tw);
+                        close!(Box::new(tw));
                     }
                     Err(e) => note(Err(e)),
                 }
@@ -690,16 +673,9 @@ impl Sinks {
                 note(w.qps.push(qp));
             }
         }
-        close!(w.flows);
-        close!(w.rtt);
-        close!(w.retransmits);
-        close!(w.states);
-        close!(w.nic);
-        close!(w.qp_counters);
-        close!(w.nccl);
-        close!(w.verbs);
-        close!(w.qps);
-        close!(w.completions);
+        for file in w.into_files() {
+            close!(file);
+        }
         let interfaces = self.interfaces.clone();
         table!(InterfaceRow, interfaces);
         if maps.is_none() {

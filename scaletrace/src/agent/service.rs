@@ -1,5 +1,5 @@
-//! The agent side of a recording: rotation of every file (and of the GPU sampler's), the spool
-//! worker, and periodic health files.
+//! The agent's housekeeping of a recording (`record::Housekeeping`): rotation of every file
+//! (and of the GPU sampler's), the spool worker, and periodic health files.
 use std::{
     sync::Arc,
     time::{Duration, Instant},
@@ -7,16 +7,16 @@ use std::{
 
 use anyhow::Result;
 
-use super::{sinks::Sinks, KernelCounters};
+use super::{
+    health::{utc_text, Health},
+    spool::{self, Spool, SpoolStats},
+    AgentRun, AgentSettings,
+};
 use crate::{
-    agent::{
-        health::{utc_text, Health},
-        spool::{Spool, SpoolStats},
-        AgentRun, AgentSettings,
-    },
     clock::now_ns,
     gpu::{GpuOutput, GpuRecorder},
     probe::Hooks,
+    record::{Housekeeping, KernelCounters, KernelMaps, Session, Sinks},
 };
 
 const HEALTH_EVERY: Duration = Duration::from_secs(2);
@@ -72,11 +72,16 @@ pub struct Service {
     /// The last health-file error, logged once instead of every period (a full disk).
     last_health_error: Option<String>,
     /// Held for the service's life (see `spool::lock`).
-    _spool_lock: crate::agent::spool::SpoolLock,
+    _spool_lock: spool::SpoolLock,
 }
 
 impl Service {
-    pub fn start(run: AgentRun, host: &str, run_id: &str, gpu_output: GpuOutput) -> Result<Self> {
+    pub fn start(run: AgentRun, session: Session<'_>) -> Result<Self> {
+        let Session {
+            host,
+            run_id,
+            gpu_output,
+        } = session;
         let upload_target = run.spool.target.as_ref().map(|t| t.description.clone());
         let (spool_root, spool_host) = (run.spool.root.clone(), run.spool.host.clone());
         let spool = Spool::start(run.spool)?;
@@ -142,6 +147,66 @@ impl Service {
             }
         }
     }
+}
+
+impl Housekeeping for Service {
+    /// Fast enough for the rotation interval.
+    fn tick(&self) -> Duration {
+        (self.settings.rotate_interval / 2).clamp(Duration::from_millis(50), Duration::from_secs(1))
+    }
+
+    fn on_tick(
+        &mut self,
+        sinks: &mut Sinks,
+        counters: &KernelCounters,
+        maps: &KernelMaps,
+        hooks: &Hooks,
+        gpus: &mut Option<GpuRecorder>,
+    ) -> Result<()> {
+        if sinks.waiting_for_space() {
+            // space may have come back by itself (an upload, an operator): delete only when
+            // it has not, and at the eviction pace
+            let resumed = sinks.try_resume()
+                || (self.eviction.due(Instant::now()) && {
+                    spool::evict_oldest(
+                        &self.spool_root,
+                        &self.spool_host,
+                        MIN_FREE_BYTES,
+                        &self.spool.stats,
+                    );
+                    sinks.try_resume()
+                });
+            if resumed {
+                log::info!(
+                    "space on the spool's disk again: recording resumed ({} rows lost to the full disk so far)",
+                    sinks.rows_lost_disk_full
+                );
+                self.last_rotation = Instant::now();
+            }
+        } else if self.due(sinks) {
+            sinks.rotate(counters, hooks, maps)?;
+            // an interval written whole: the disk has room again
+            self.eviction = EvictionPace::new();
+            self.rotations += 1;
+            self.last_rotation = Instant::now();
+            if let Some(g) = gpus.take() {
+                if let Err(e) = g.finish() {
+                    log::warn!("GPU sampling: {e:#}");
+                }
+                let mut output = self.gpu_output.clone();
+                output.layout = sinks.layout().clone();
+                match GpuRecorder::start(output) {
+                    Ok(g) => *gpus = Some(g),
+                    Err(why) => log::warn!("GPU sampling stopped at rotation: {why}"),
+                }
+            }
+        }
+        if self.last_health.elapsed() >= HEALTH_EVERY {
+            let stats: Arc<SpoolStats> = self.spool.stats.clone();
+            self.update_health(sinks, counters, &stats);
+        }
+        Ok(())
+    }
 
     /// A full spool disk: drop the open interval (its rows counted as lost), delete this host's
     /// oldest completed files to make room, and record on into new files, or as soon as there is
@@ -149,7 +214,7 @@ impl Service {
     fn on_disk_full(&mut self, sinks: &mut Sinks, error: &anyhow::Error) {
         let held = sinks.drop_open_interval();
         let (files, bytes) = if self.eviction.due(Instant::now()) {
-            crate::agent::spool::evict_oldest(
+            spool::evict_oldest(
                 &self.spool_root,
                 &self.spool_host,
                 held.max(MIN_FREE_BYTES),
@@ -161,7 +226,7 @@ impl Service {
         let resumed = sinks.try_resume();
         log::warn!(
             "the spool's disk is full ({}): dropped the open interval ({} rows lost so far, counted in capture.rows_lost_disk_full) and deleted the {files} oldest completed files ({:.1} MB); {}",
-            crate::agent::spool::one_line_redacted(&error.root_cause().to_string()),
+            spool::one_line_redacted(&error.root_cause().to_string()),
             sinks.rows_lost_disk_full,
             bytes as f64 / 1e6,
             if resumed {
@@ -172,13 +237,12 @@ impl Service {
         );
     }
 
-    /// Ends `finish`'s upload of what is left at once (see `Spool::abort_handle`).
-    pub fn abort_handle(&self) -> std::sync::Arc<tokio::sync::Notify> {
+    fn abort_handle(&self) -> Arc<tokio::sync::Notify> {
         self.spool.abort_handle()
     }
 
     /// Uploads what is left (up to --drain-timeout) and writes the last health files.
-    pub fn finish(mut self) -> String {
+    fn finish(mut self: Box<Self>) -> String {
         let stats = self.spool.finish(self.settings.drain_timeout);
         self.health.add_spool(&stats);
         self.health.rotations_total = self.rotations;
@@ -204,93 +268,6 @@ impl Service {
                 self.rotations, h.spool_files
             ),
         }
-    }
-}
-
-/// What the event loop needs to rotate; a plain `record` has no service and never rotates.
-pub struct Rotation<'a> {
-    pub service: Option<&'a mut Service>,
-    pub gpus: &'a mut Option<GpuRecorder>,
-    pub hooks: &'a Hooks,
-}
-
-impl Rotation<'_> {
-    /// The agent survives a full disk (`Service::on_disk_full`); `record`, and every other
-    /// error, still ends the run.
-    pub fn survive_disk_full(&mut self, sinks: &mut Sinks, result: Result<()>) -> Result<()> {
-        let Err(e) = result else {
-            return Ok(());
-        };
-        match self.service.as_deref_mut() {
-            Some(service) if crate::parquet_sink::is_disk_full(&e) => {
-                service.on_disk_full(sinks, &e);
-                Ok(())
-            }
-            _ => Err(e),
-        }
-    }
-
-    /// The housekeeping period: fast enough for the rotation interval.
-    pub fn tick(&self) -> Duration {
-        match &self.service {
-            Some(s) => (s.settings.rotate_interval / 2)
-                .clamp(Duration::from_millis(50), Duration::from_secs(1)),
-            None => Duration::from_secs(1),
-        }
-    }
-
-    pub fn on_tick(
-        &mut self,
-        sinks: &mut Sinks,
-        counters: &KernelCounters,
-        maps: &super::KernelMaps,
-    ) -> Result<()> {
-        let Some(service) = self.service.as_deref_mut() else {
-            return Ok(());
-        };
-        if sinks.waiting_for_space() {
-            // space may have come back by itself (an upload, an operator): delete only when
-            // it has not, and at the eviction pace
-            let resumed = sinks.try_resume()
-                || (service.eviction.due(Instant::now()) && {
-                    crate::agent::spool::evict_oldest(
-                        &service.spool_root,
-                        &service.spool_host,
-                        MIN_FREE_BYTES,
-                        &service.spool.stats,
-                    );
-                    sinks.try_resume()
-                });
-            if resumed {
-                log::info!(
-                    "space on the spool's disk again: recording resumed ({} rows lost to the full disk so far)",
-                    sinks.rows_lost_disk_full
-                );
-                service.last_rotation = Instant::now();
-            }
-        } else if service.due(sinks) {
-            sinks.rotate(counters, self.hooks, maps)?;
-            // an interval written whole: the disk has room again
-            service.eviction = EvictionPace::new();
-            service.rotations += 1;
-            service.last_rotation = Instant::now();
-            if let Some(g) = self.gpus.take() {
-                if let Err(e) = g.finish() {
-                    log::warn!("GPU sampling: {e:#}");
-                }
-                let mut output = service.gpu_output.clone();
-                output.layout = sinks.layout().clone();
-                match GpuRecorder::start(output) {
-                    Ok(g) => *self.gpus = Some(g),
-                    Err(why) => log::warn!("GPU sampling stopped at rotation: {why}"),
-                }
-            }
-        }
-        if service.last_health.elapsed() >= HEALTH_EVERY {
-            let stats: Arc<SpoolStats> = service.spool.stats.clone();
-            service.update_health(sinks, counters, &stats);
-        }
-        Ok(())
     }
 }
 
