@@ -470,17 +470,9 @@ WHERE not_on_every_rank > 2 OR not_overlapping > 0";
 
 /// The first `top` findings with their position, and how many more the report has.
 fn print_ranked(err: &mut impl std::io::Write, ranked: &[(i64, &Finding)], top: usize, what: &str) {
-    let top = top.max(1);
-    for (position, f) in ranked.iter().take(top) {
-        let _ = writeln!(err, "  {position}. [{}] {}", f.scope, f.summary);
-    }
-    if ranked.len() > top {
-        let _ = writeln!(
-            err,
-            "     ... {} more{what} in the report",
-            ranked.len() - top
-        );
-    }
+    let line =
+        |(position, f): &(i64, &Finding)| format!("  {position}. [{}] {}", f.scope, f.summary);
+    print_top(err, ranked, top, line, "     ", what);
 }
 
 /// Under an empty verdict: what came closest, so that "nothing found" on a job that did get
@@ -493,15 +485,32 @@ fn print_below_floors(err: &mut impl std::io::Write, below: &[BelowFloors], top:
         err,
         "  below the floors (not findings; thresholds: --help):"
     );
-    for b in below.iter().take(top.max(1)) {
-        let _ = writeln!(err, "  - {}", b.describe());
+    print_top(
+        err,
+        below,
+        top,
+        |b| format!("  - {}", b.describe()),
+        "    ",
+        "",
+    );
+}
+
+/// The first `top` items (at least one), one line each, then how many more the report holds.
+fn print_top<T>(
+    err: &mut impl std::io::Write,
+    items: &[T],
+    top: usize,
+    line: impl Fn(&T) -> String,
+    more_indent: &str,
+    what: &str,
+) {
+    let top = top.max(1);
+    for item in items.iter().take(top) {
+        let _ = writeln!(err, "{}", line(item));
     }
-    if below.len() > top.max(1) {
-        let _ = writeln!(
-            err,
-            "    ... {} more in the report",
-            below.len() - top.max(1)
-        );
+    if items.len() > top {
+        let more = items.len() - top;
+        let _ = writeln!(err, "{more_indent}... {more} more{what} in the report");
     }
 }
 

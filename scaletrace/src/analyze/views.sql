@@ -99,23 +99,23 @@ SELECT coalesce(r.host, x.host) AS host, coalesce(r.flow_id, x.flow_id) AS flow_
        b.base_rtt_us, b.median_bps,
        r.srtt_p50_us / nullif(b.base_rtt_us, 0) AS rtt_inflation,
        r.bytes * 8e6 / p.window_us / nullif(b.median_bps, 0) AS throughput_ratio,
+       d.rtt_degraded, d.rtt_degraded OR d.throughput_collapsed AS degraded
+FROM st_rtt_window r
+FULL JOIN st_retrans_window x ON x.host = r.host AND x.flow_id = r.flow_id AND x.w = r.w
+LEFT JOIN st_flow_baseline b ON b.host = coalesce(r.host, x.host) AND b.flow_id = coalesce(r.flow_id, x.flow_id)
+CROSS JOIN st_params p
+LEFT JOIN st_fleet_queueing q ON true
+CROSS JOIN LATERAL (
+    SELECT
        -- judged on RTT only in a window where the flow was about as busy as usual: the few
        -- ACKs of a job starting up or exiting (its processes, the profiler writing its traces,
        -- holding the CPUs) inflate the smoothed RTT of every flow by milliseconds at once
        coalesce(r.srtt_p50_us / nullif(b.base_rtt_us, 0) >= p.degraded_rtt_inflation
                 AND r.srtt_p50_us - b.base_rtt_us >= coalesce(q.threshold_us, p.min_queueing_us)
                 AND r.samples >= p.min_window_activity * b.median_window_samples, false) AS rtt_degraded,
-       coalesce(r.srtt_p50_us / nullif(b.base_rtt_us, 0) >= p.degraded_rtt_inflation
-                AND r.srtt_p50_us - b.base_rtt_us >= coalesce(q.threshold_us, p.min_queueing_us)
-                AND r.samples >= p.min_window_activity * b.median_window_samples, false)
-         OR coalesce(b.median_bps >= p.min_flow_bps
-                     AND r.bytes * 8e6 / p.window_us / nullif(b.median_bps, 0) < p.collapse_throughput_ratio, false)
-         AS degraded
-FROM st_rtt_window r
-FULL JOIN st_retrans_window x ON x.host = r.host AND x.flow_id = r.flow_id AND x.w = r.w
-LEFT JOIN st_flow_baseline b ON b.host = coalesce(r.host, x.host) AND b.flow_id = coalesce(r.flow_id, x.flow_id)
-CROSS JOIN st_params p
-LEFT JOIN st_fleet_queueing q ON true;
+       coalesce(b.median_bps >= p.min_flow_bps
+                AND r.bytes * 8e6 / p.window_us / nullif(b.median_bps, 0) < p.collapse_throughput_ratio, false)
+         AS throughput_collapsed) d;
 
 ------------------------------------------------------------------------------------------
 -- 1. Retransmit and loss hot spots
@@ -992,22 +992,41 @@ SELECT CASE WHEN own.usable THEN own.step_us ELSE b.step_us END AS healthy_step_
        CASE WHEN own.usable THEN 'run' WHEN b.step_us IS NOT NULL THEN 'baseline' END AS healthy_from
 FROM own LEFT JOIN st_baseline b ON true;
 
--- What each culprit cost: every impaired iteration's step time above the healthy step time,
--- shared among the culprits with evidence in it in proportion to their evidence. The step time
--- is what the job lost, whatever the evidence's intervals add up to (a late rank's wait
--- overlaps work the others would do anyway; a retransmit stall shows only part of a recovery).
+-- What each culprit cost: every impaired iteration's step time above the healthy step time.
+-- The step time is what the job lost, whatever the evidence's intervals add up to (a late
+-- rank's wait overlaps work the others would do anyway; a retransmit stall shows only part of
+-- a recovery). A straggler's extra work in an iteration is charged to it first, up to that
+-- excess: the others waited at least that long for it, so the slowest rank's own work is the
+-- step's critical path, and RTTs that rise meanwhile (its host's busy CPU answering late, the
+-- others' flows idle) are not what held the step. The rest is shared among the culprits with
+-- evidence in the iteration in proportion to their evidence (among the stragglers, by their
+-- extra work, when none left evidence in it).
 CREATE OR REPLACE VIEW st_culprit_cost AS
-WITH b AS (
-    SELECT i.cause, i.culprit, i.iteration, i.evidence_us,
-           sum(i.evidence_us) OVER (PARTITION BY i.iteration) AS iteration_evidence_us
-    FROM st_culprit_iteration i JOIN st_culprit c USING (cause, culprit) WHERE c.evidenced)
-SELECT b.cause, b.culprit, count(*) AS iterations,
-       greatest(0, sum((t.step_us - h.healthy_step_us) * b.evidence_us / b.iteration_evidence_us)) / 1e6 AS step_excess_s,
-       avg(t.step_us) / 1e3 AS mean_step_ms, any_value(h.healthy_step_us) / 1e3 AS healthy_step_ms,
-       any_value(h.healthy_from) AS healthy_from
-FROM b JOIN st_iteration t USING (iteration) CROSS JOIN st_healthy_step h
-WHERE h.usable
-GROUP BY b.cause, b.culprit;
+WITH parts AS (
+    SELECT i.cause, i.culprit, i.iteration, i.evidence_us, 0 AS extra_own_us
+    FROM st_culprit_iteration i JOIN st_culprit c USING (cause, culprit) WHERE c.evidenced
+    UNION ALL
+    SELECT cause, culprit, iteration, 0, extra_own_us FROM st_straggler_iteration),
+b AS (
+    SELECT cause, culprit, iteration, sum(evidence_us) AS evidence_us, sum(extra_own_us) AS extra_own_us
+    FROM parts GROUP BY ALL),
+w AS (
+    SELECT b.*, t.step_us - h.healthy_step_us AS excess_us, h.healthy_step_us, h.healthy_from, t.step_us,
+           sum(b.evidence_us) OVER (PARTITION BY b.iteration) AS iteration_evidence_us,
+           sum(b.extra_own_us) OVER (PARTITION BY b.iteration) AS iteration_own_us
+    FROM b JOIN st_iteration t USING (iteration) CROSS JOIN st_healthy_step h
+    WHERE h.usable),
+charged AS (
+    SELECT *, least(greatest(excess_us, 0), iteration_own_us) AS own_first_us FROM w)
+SELECT cause, culprit, count(*) AS iterations,
+       greatest(0, sum(coalesce(own_first_us * extra_own_us / nullif(iteration_own_us, 0), 0)
+                       + (excess_us - own_first_us)
+                         * CASE WHEN iteration_evidence_us > 0 THEN evidence_us / iteration_evidence_us
+                                ELSE extra_own_us / nullif(iteration_own_us, 0) END)) / 1e6 AS step_excess_s,
+       avg(step_us) / 1e3 AS mean_step_ms, any_value(healthy_step_us) / 1e3 AS healthy_step_ms,
+       any_value(healthy_from) AS healthy_from
+FROM charged
+GROUP BY cause, culprit;
 
 -- Without a healthy step time (a straggler from the first step, no baseline), a straggler is
 -- priced by the extra work it did: its own time above the other ranks' in each iteration, what
