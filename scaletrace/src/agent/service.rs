@@ -16,7 +16,7 @@ use crate::{
     clock::now_ns,
     gpu::{GpuOutput, GpuRecorder},
     probe::Hooks,
-    record::{Housekeeping, KernelCounters, KernelMaps, Session, Sinks},
+    record::{Housekeeping, KernelCounters, KernelTables, Session, Sinks},
 };
 
 const HEALTH_EVERY: Duration = Duration::from_secs(2);
@@ -159,7 +159,7 @@ impl Housekeeping for Service {
         &mut self,
         sinks: &mut Sinks,
         counters: &KernelCounters,
-        maps: &KernelMaps,
+        maps: &dyn KernelTables,
         hooks: &Hooks,
         gpus: &mut Option<GpuRecorder>,
     ) -> Result<()> {

@@ -6,7 +6,7 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::Result;
 
-use super::{sinks::Sinks, KernelCounters, KernelMaps};
+use super::{sinks::Sinks, KernelCounters, KernelTables};
 use crate::{
     gpu::{GpuOutput, GpuRecorder},
     probe::Hooks,
@@ -30,7 +30,7 @@ pub trait Housekeeping: Send {
         &mut self,
         sinks: &mut Sinks,
         counters: &KernelCounters,
-        maps: &KernelMaps,
+        maps: &dyn KernelTables,
         hooks: &Hooks,
         gpus: &mut Option<GpuRecorder>,
     ) -> Result<()>;
@@ -84,7 +84,7 @@ impl Rotation<'_> {
         &mut self,
         sinks: &mut Sinks,
         counters: &KernelCounters,
-        maps: &KernelMaps,
+        maps: &dyn KernelTables,
     ) -> Result<()> {
         match self.housekeeping.as_deref_mut() {
             Some(h) => h.on_tick(sinks, counters, maps, self.hooks, self.gpus),

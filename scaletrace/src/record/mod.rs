@@ -2,14 +2,14 @@
 //! ends or a signal arrives, then detach and flush everything, including flows still open.
 mod args;
 mod housekeeping;
+mod kernel_tables;
 mod sinks;
 mod status;
 
 use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
-use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
-use scaletrace_common::*;
+use aya::maps::RingBuf;
 use tokio::{
     io::unix::AsyncFd,
     signal::unix::{signal, SignalKind},
@@ -18,6 +18,7 @@ use tokio::{
 pub use args::RecordArgs;
 use housekeeping::Rotation;
 pub use housekeeping::{Housekeeping, Session, StartHousekeeping};
+pub use kernel_tables::{KernelCounters, KernelMaps, KernelTables};
 pub use sinks::Sinks;
 use status::StatusLine;
 
@@ -28,54 +29,6 @@ use crate::{
     node::NodeIdentity,
     probe, tracefs,
 };
-
-/// The kernel maps userspace reads during and after the run (the programs may be gone).
-pub struct KernelMaps {
-    /// Socket cookie -> per-flow aggregate.
-    pub flows: BpfHashMap<MapData, u64, FlowStats>,
-    /// (tgid, QPN) -> RDMA data-path aggregate.
-    pub qp_traffic: BpfHashMap<MapData, QpKey, QpTraffic>,
-    /// Per-CPU event counters (`STAT_*`).
-    pub stats: PerCpuArray<MapData, u64>,
-}
-
-/// Kernel-side counters summed over CPUs, indexed like `STAT_*`.
-#[derive(Debug, Clone)]
-pub struct KernelCounters(Vec<u64>);
-
-impl KernelCounters {
-    pub fn zero() -> Self {
-        KernelCounters(vec![0; STAT_SLOTS as usize])
-    }
-    /// Counts since `base` (an earlier reading).
-    pub fn since(&self, base: &KernelCounters) -> KernelCounters {
-        KernelCounters(
-            self.0
-                .iter()
-                .zip(&base.0)
-                .map(|(now, then)| now.saturating_sub(*then))
-                .collect(),
-        )
-    }
-    fn read(map: &PerCpuArray<MapData, u64>) -> Result<Self> {
-        let mut sums = vec![0u64; STAT_SLOTS as usize];
-        for (slot, sum) in sums.iter_mut().enumerate() {
-            let values = map.get(&(slot as u32), 0).context("reading STATS")?;
-            *sum = values.iter().sum();
-        }
-        Ok(KernelCounters(sums))
-    }
-    pub fn get(&self, slot: u32) -> u64 {
-        self.0.get(slot as usize).copied().unwrap_or(0)
-    }
-    pub fn ring_drops(&self) -> u64 {
-        (1..EVENT_KINDS).map(|k| self.get(STAT_RING_FULL + k)).sum()
-    }
-    /// Connections not tracked because the kernel flow table was full (once each).
-    pub fn untracked_flows(&self) -> u64 {
-        self.get(STAT_FLOW_MAP_FULL)
-    }
-}
 
 fn take_map(ebpf: &mut aya::Ebpf, name: &str) -> Result<aya::maps::Map> {
     ebpf.take_map(name)
@@ -278,8 +231,8 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
 
     // Detach first so no event is produced after the final drain.
     drop(ebpf);
-    let ring = ring.into_inner();
-    let finish = sinks.finish(ring, &mut maps, &hooks);
+    let mut ring = ring.into_inner();
+    let finish = sinks.finish(sinks::ring_records(&mut ring), &mut maps, &hooks);
     let gpu_finish = gpus.map(|g| g.finish());
     let finish = match (finish, gpu_finish) {
         (Ok(summary), Some(Ok(gpu))) => Ok(format!("{summary}; {gpu}")),
@@ -386,7 +339,7 @@ async fn event_loop(
         tokio::select! {
             guard = ring.readable_mut() => {
                 let mut guard = guard.context("waiting on the ring buffer")?;
-                let drained = sinks.drain(guard.get_inner_mut());
+                let drained = sinks.drain(sinks::ring_records(guard.get_inner_mut()));
                 rotation.survive_disk_full(sinks, drained)?;
                 guard.clear_ready();
             }
@@ -401,7 +354,7 @@ async fn event_loop(
             }
             _ = tick.tick() => {
                 let now = now_ns(libc::CLOCK_MONOTONIC) as u64;
-                let swept = sinks.sweep_unsent_flows(&mut maps.flows, now);
+                let swept = sinks.sweep_unsent_flows(maps, now);
                 rotation.survive_disk_full(sinks, swept)?;
                 if let Some(step) = sinks.follow_clock() {
                     log::warn!(
@@ -409,7 +362,7 @@ async fn event_loop(
                         step as f64 / 1e9
                     );
                 }
-                let counters = KernelCounters::read(&maps.stats)?;
+                let counters = maps.counters()?;
                 if !warned_table_full && counters.untracked_flows() > 0 {
                     warned_table_full = true;
                     log::warn!(

@@ -4,10 +4,10 @@
 use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
-use aya::maps::{HashMap as BpfHashMap, MapData, RingBuf};
+use aya::maps::{MapData, RingBuf};
 use scaletrace_common::*;
 
-use super::{KernelCounters, KernelMaps};
+use super::{KernelCounters, KernelTables};
 use crate::{
     assemble::Assembler,
     clock::{now_ns, ClockOffset},
@@ -28,10 +28,10 @@ const CLOSED: &str = "the run's files are already closed";
 const CLOCK_STEP_NS: i64 = 100_000_000;
 
 /// How an interval ends: at a rotation, with the open flows' snapshots; or at the end of the
-/// run, with the kernel maps whose remaining QPs and per-QP totals are written.
+/// run, with the kernel tables whose remaining QPs and per-QP totals are written.
 enum Interval<'a> {
     Rotation(Snapshots),
-    Last(&'a mut KernelMaps),
+    Last(&'a dyn KernelTables),
 }
 
 /// What is still open at a rotation.
@@ -339,9 +339,10 @@ impl Sinks {
         }
     }
 
-    fn handle(&mut self, bytes: &[u8]) -> Result<()> {
+    /// One record of the ring buffer, decoded (or not: counted in `decode_errors`).
+    fn handle(&mut self, record: Result<Event>) -> Result<()> {
         self.events += 1;
-        let event = match decode(bytes) {
+        let event = match record {
             Ok(e) => e,
             Err(e) => {
                 self.decode_errors += 1;
@@ -388,14 +389,10 @@ impl Sinks {
         }
     }
 
-    /// Consumes everything currently in the ring buffer.
-    pub fn drain(&mut self, ring: &mut RingBuf<MapData>) -> Result<()> {
-        while let Some(item) = ring.next() {
-            let bytes: &[u8] = &item;
-            // Copy out so the ring slot is released before the (possibly slow) write.
-            let bytes = bytes.to_vec();
-            drop(item);
-            self.handle(&bytes)?;
+    /// Writes every record of `records` (`ring_records`: what the ring buffer holds now).
+    pub fn drain(&mut self, records: impl IntoIterator<Item = Result<Event>>) -> Result<()> {
+        for record in records {
+            self.handle(record)?;
         }
         Ok(())
     }
@@ -404,18 +401,18 @@ impl Sinks {
     /// map, marked) and removes them from the kernel table.
     pub fn sweep_unsent_flows(
         &mut self,
-        flows: &mut BpfHashMap<MapData, u64, FlowStats>,
+        tables: &mut dyn KernelTables,
         now_mono: u64,
     ) -> Result<()> {
-        let unsent: Vec<(u64, FlowStats)> = flows
-            .iter()
-            .filter_map(|r| r.ok())
+        let unsent: Vec<(u64, FlowStats)> = tables
+            .flows()
+            .into_iter()
             .filter(|(_, s)| s.closed_unsent != 0)
             .collect();
         for (cookie, s) in unsent {
             let row = self.assembler.flow(&s, now_mono);
             self.push_with(|w| w.flows.push(row))?;
-            let _ = flows.remove(&cookie);
+            tables.remove_flow(cookie);
         }
         Ok(())
     }
@@ -424,13 +421,13 @@ impl Sinks {
     /// snapshot; flows gone since are forgotten.
     fn snapshot_open_flows(
         &mut self,
-        flows: &BpfHashMap<MapData, u64, FlowStats>,
+        flows: Vec<(u64, FlowStats)>,
         now_mono: u64,
         now_utc: i64,
     ) -> Vec<FlowSnapshotRow> {
         let mut prev = std::mem::take(&mut self.snapshot_prev);
         let mut rows = Vec::new();
-        for (cookie, s) in flows.iter().filter_map(|r| r.ok()) {
+        for (cookie, s) in flows {
             if s.end_ns != 0 {
                 continue; // closed: its final row goes to `flows`
             }
@@ -464,14 +461,10 @@ impl Sinks {
 
     /// A row per QP in the kernel's per-QP table, with what changed since its previous
     /// snapshot; QPs gone since (evicted) are forgotten.
-    fn snapshot_qps(
-        &mut self,
-        qps: &BpfHashMap<MapData, QpKey, QpTraffic>,
-        now_utc: i64,
-    ) -> Vec<QpSnapshotRow> {
+    fn snapshot_qps(&mut self, qps: Vec<(QpKey, QpTraffic)>, now_utc: i64) -> Vec<QpSnapshotRow> {
         let mut prev = std::mem::take(&mut self.qp_snapshot_prev);
         let mut rows = Vec::new();
-        for (key, t) in qps.iter().filter_map(|r| r.ok()) {
+        for (key, t) in qps {
             let now = [
                 t.wrs_posted,
                 t.bytes_posted,
@@ -506,7 +499,7 @@ impl Sinks {
         &mut self,
         counters: &KernelCounters,
         hooks: &Hooks,
-        maps: &KernelMaps,
+        tables: &dyn KernelTables,
     ) -> Result<()> {
         let end_utc = now_ns(libc::CLOCK_REALTIME);
         let next = self.layout.next(end_utc);
@@ -515,11 +508,11 @@ impl Sinks {
         let old_layout = std::mem::replace(&mut self.layout, next);
         let snapshots = Snapshots {
             flows: self.snapshot_open_flows(
-                &maps.flows,
+                tables.flows(),
                 now_ns(libc::CLOCK_MONOTONIC) as u64,
                 end_utc,
             ),
-            qps: self.snapshot_qps(&maps.qp_traffic, end_utc),
+            qps: self.snapshot_qps(tables.qp_traffic(), end_utc),
         };
         let result = self.close_interval(
             old,
@@ -537,7 +530,7 @@ impl Sinks {
     }
 
     /// Writes the interval's `capture` and `interfaces` rows and closes every file, even when
-    /// one fails, so one full table does not cost the others. At the end of the run (`maps`)
+    /// one fails, so one full table does not cost the others. At the end of the run (`tables`)
     /// also the QPs still alive and the per-QP data-path totals.
     #[allow(clippy::too_many_arguments)]
     fn close_interval(
@@ -549,16 +542,15 @@ impl Sinks {
         end_utc: i64,
         interval: Interval<'_>,
     ) -> Result<CaptureRow> {
-        let (snapshots, maps) = match interval {
+        let (snapshots, tables) = match interval {
             Interval::Rotation(rows) => (rows, None),
-            Interval::Last(maps) => (Snapshots::default(), Some(maps)),
+            Interval::Last(tables) => (Snapshots::default(), Some(tables)),
         };
         // Per-QP data-path totals live in the kernel map until the end of the run.
         let host = self.node.hostname.clone();
-        let qp_traffic: Option<Vec<QpTrafficRow>> = maps.as_ref().map(|m| {
-            m.qp_traffic
-                .iter()
-                .filter_map(|r| r.ok())
+        let qp_traffic: Option<Vec<QpTrafficRow>> = tables.map(|m| {
+            m.qp_traffic()
+                .into_iter()
                 .map(|(key, traffic)| crate::verbs::traffic_row(&key, &traffic, &host))
                 .collect()
         });
@@ -668,7 +660,7 @@ impl Sinks {
         self.closed.rtt += w.rtt.rows();
         self.closed.retransmits += w.retransmits.rows();
         self.closed.states += w.states.rows();
-        if maps.is_some() {
+        if tables.is_some() {
             for qp in self.qp_tracker.remaining() {
                 note(w.qps.push(qp));
             }
@@ -678,7 +670,7 @@ impl Sinks {
         }
         let interfaces = self.interfaces.clone();
         table!(InterfaceRow, interfaces);
-        if maps.is_none() {
+        if tables.is_none() {
             // rotations only: at the end of the run open flows go to `flows` (`open_at_end`)
             table!(FlowSnapshotRow, snapshots.flows);
             table!(QpSnapshotRow, snapshots.qps);
@@ -697,8 +689,8 @@ impl Sinks {
     /// unsent, or still open), then close the last interval.
     pub fn finish(
         mut self,
-        mut ring: RingBuf<MapData>,
-        maps: &mut KernelMaps,
+        records: impl IntoIterator<Item = Result<Event>>,
+        tables: &mut dyn KernelTables,
         hooks: &Hooks,
     ) -> Result<String> {
         let mut first_error: Option<anyhow::Error> = None;
@@ -707,26 +699,16 @@ impl Sinks {
                 first_error.get_or_insert(e);
             }
         };
-        note(self.drain(&mut ring));
+        note(self.drain(records));
         // A last reading, so the counters cover the whole run.
         note(self.sample_nics());
         let end_mono = now_ns(libc::CLOCK_MONOTONIC) as u64;
-        let mut remaining: Vec<FlowStats> = maps
-            .flows
-            .iter()
-            .filter_map(|r| r.ok())
-            .map(|(_, s)| s)
-            .collect();
-        // an open flow's counters are those of its last RTT sample: read them now instead
-        let namespaces = crate::adopt::namespaces(None);
-        if let Err(e) = crate::final_counters::refresh_open_flows(&mut remaining, &namespaces) {
-            log::warn!("open flows keep their last sampled counters: {e:#}");
-        }
+        let remaining = tables.flows_at_end();
         for s in &remaining {
             let row = self.assembler.flow(s, end_mono);
             note(self.push_with(|w| w.flows.push(row)));
         }
-        let counters = KernelCounters::read(&maps.stats)?;
+        let counters = tables.counters()?;
         let end_utc = now_ns(libc::CLOCK_REALTIME);
         let layout = self.layout.clone();
         if self.disk_full && !self.try_resume() {
@@ -742,7 +724,7 @@ impl Sinks {
             &counters,
             hooks,
             end_utc,
-            Interval::Last(maps),
+            Interval::Last(tables),
         );
         let ring_drops = counters.ring_drops();
         let mut untracked = match counters.untracked_flows() {
@@ -783,5 +765,244 @@ impl Sinks {
             Some(e) => Err(e),
             None => Ok(summary),
         }
+    }
+}
+
+/// The records the ring buffer holds now, each decoded straight from its slot (the event is
+/// a copy, so the slot is released before the row is written).
+pub fn ring_records(ring: &mut RingBuf<MapData>) -> impl Iterator<Item = Result<Event>> + '_ {
+    std::iter::from_fn(move || ring.next().map(|item| decode(&item)))
+}
+
+#[cfg(test)]
+mod tests {
+    //! The sinks without a kernel: records as the ring buffer would hand them over, the
+    //! kernel's flow and QP tables as `KernelTables`, and the files read back.
+    use std::{collections::BTreeMap, path::Path};
+
+    use arrow::{array::UInt64Array, compute::cast, datatypes::DataType};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    use super::*;
+
+    /// The kernel tables of a test: flows by cookie, no QPs, counters all zero.
+    #[derive(Default)]
+    struct FakeKernel {
+        flows: BTreeMap<u64, FlowStats>,
+    }
+
+    impl KernelTables for FakeKernel {
+        fn flows(&self) -> Vec<(u64, FlowStats)> {
+            self.flows.iter().map(|(k, v)| (*k, *v)).collect()
+        }
+        fn remove_flow(&mut self, cookie: u64) {
+            self.flows.remove(&cookie);
+        }
+        fn flows_at_end(&self) -> Vec<FlowStats> {
+            self.flows.values().copied().collect()
+        }
+        fn qp_traffic(&self) -> Vec<(QpKey, QpTraffic)> {
+            Vec::new()
+        }
+        fn counters(&self) -> Result<KernelCounters> {
+            Ok(KernelCounters::zero())
+        }
+    }
+
+    fn bytes_of<T>(v: &T) -> Vec<u8> {
+        // SAFETY: test-only view of a repr(C) value as bytes.
+        unsafe {
+            std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
+        }
+        .to_vec()
+    }
+
+    fn flow(cookie: u64, bytes_acked: u64) -> FlowStats {
+        let mut s = FlowStats {
+            cookie,
+            start_ns: 1_000,
+            bytes_acked,
+            direction: DIRECTION_ACTIVE,
+            ..Default::default()
+        };
+        s.tuple.family = AF_INET;
+        s.tuple.local_addr[..4].copy_from_slice(&[10, 0, 0, 1]);
+        s.tuple.remote_addr[..4].copy_from_slice(&[10, 0, 0, 2]);
+        s.tuple.local_port = 40000;
+        s.tuple.remote_port = 29500;
+        s
+    }
+
+    fn rtt(cookie: u64, srtt_us: u32) -> Vec<u8> {
+        let mut e = RttSampleEvent {
+            cookie,
+            srtt_us,
+            ..Default::default()
+        };
+        e.header.kind = EVENT_RTT_SAMPLE;
+        e.header.ts_ns = 2_000;
+        bytes_of(&e)
+    }
+
+    fn flow_end(s: FlowStats) -> Vec<u8> {
+        let mut e = FlowEndEvent {
+            stats: FlowStats { end_ns: 3_000, ..s },
+            ..Default::default()
+        };
+        e.header.kind = EVENT_FLOW_END;
+        e.header.ts_ns = 3_000;
+        bytes_of(&e)
+    }
+
+    /// Records as `ring_records` hands them over: each decoded, a bad one an error.
+    fn records(raw: &[Vec<u8>]) -> Vec<Result<Event>> {
+        raw.iter().map(|r| decode(r)).collect()
+    }
+
+    fn sinks(layout: Layout) -> Sinks {
+        let node = NodeIdentity {
+            hostname: "node7".into(),
+            boot_id: "boot".into(),
+            kernel: "test".into(),
+        };
+        let clock = ClockOffset {
+            offset_ns: 1_700_000_000_000_000_000,
+            error_ns: 10,
+        };
+        Sinks::create(
+            layout,
+            &node,
+            &clock,
+            now_ns(libc::CLOCK_REALTIME),
+            None,
+            Vec::new(),
+        )
+        .unwrap()
+    }
+
+    /// Every value of an unsigned column in the files of `table` under `root` (any layout),
+    /// in file order.
+    fn column(root: &Path, table: &str, name: &str) -> Vec<u64> {
+        let mut files: Vec<_> = walkdir::WalkDir::new(root)
+            .into_iter()
+            .filter_map(|e| e.ok())
+            .map(|e| e.into_path())
+            .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+            .filter(|p| {
+                p.components().any(|c| {
+                    let c = c.as_os_str().to_string_lossy();
+                    c == table || crate::layout::hive_table_name(&c) == Some(table)
+                })
+            })
+            .collect();
+        files.sort();
+        let mut values = Vec::new();
+        for path in files {
+            let file = std::fs::File::open(&path).unwrap();
+            for batch in ParquetRecordBatchReaderBuilder::try_new(file)
+                .unwrap()
+                .build()
+                .unwrap()
+            {
+                let batch = batch.unwrap();
+                let col = cast(batch.column_by_name(name).unwrap(), &DataType::UInt64).unwrap();
+                let col = col.as_any().downcast_ref::<UInt64Array>().unwrap();
+                values.extend(col.iter().map(|v| v.unwrap_or_default()));
+            }
+        }
+        values
+    }
+
+    #[test]
+    fn every_record_and_every_flow_left_in_the_kernel_is_written_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sinks = sinks(Layout::PerRun {
+            out: dir.path().to_path_buf(),
+            run_id: "run".into(),
+        });
+        let mut kernel = FakeKernel::default();
+        // a flow still open at the end, and one that closed while the ring was full
+        kernel.flows.insert(1, flow(1, 100));
+        kernel.flows.insert(
+            2,
+            FlowStats {
+                end_ns: 2_500,
+                closed_unsent: 1,
+                ..flow(2, 200)
+            },
+        );
+        let mut raw = vec![rtt(1, 50), rtt(1, 60), rtt(3, 70), flow_end(flow(3, 300))];
+        raw.push(rtt(1, 80)[..20].to_vec()); // cut short: undecodable
+        sinks.drain(records(&raw)).unwrap();
+        sinks.sweep_unsent_flows(&mut kernel, 4_000).unwrap();
+        assert!(
+            !kernel.flows.contains_key(&2),
+            "a swept flow leaves the kernel table"
+        );
+        let summary = sinks
+            .finish(records(&[rtt(1, 90)]), &mut kernel, &Hooks::default())
+            .unwrap();
+
+        assert_eq!(column(dir.path(), "rtt", "srtt_us"), [50, 60, 70, 90]);
+        let mut flows = column(dir.path(), "flows", "flow_id");
+        flows.sort();
+        assert_eq!(flows, [1, 2, 3]);
+        let mut sent = column(dir.path(), "flows", "bytes_sent");
+        sent.sort();
+        assert_eq!(sent, [100, 200, 300]);
+        assert_eq!(column(dir.path(), "capture", "flows"), [3]);
+        assert_eq!(column(dir.path(), "capture", "rtt_samples"), [4]);
+        assert_eq!(column(dir.path(), "capture", "decode_errors"), [1]);
+        assert!(
+            summary.starts_with("3 flows (1 still open), 4 RTT samples"),
+            "{summary}"
+        );
+    }
+
+    #[test]
+    fn a_rotation_closes_the_interval_and_snapshots_what_each_open_flow_did_in_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sinks = sinks(Layout::Hive {
+            root: dir.path().to_path_buf(),
+            host: "node7".into(),
+            run_id: "run".into(),
+            seq: 0,
+            start_utc_ns: now_ns(libc::CLOCK_REALTIME),
+        });
+        let mut kernel = FakeKernel::default();
+        let hooks = Hooks::default();
+        kernel.flows.insert(1, flow(1, 1_000));
+        sinks.drain(records(&[rtt(1, 50), rtt(1, 60)])).unwrap();
+        sinks
+            .rotate(&KernelCounters::zero(), &hooks, &kernel)
+            .unwrap();
+        kernel.flows.insert(1, flow(1, 3_000));
+        sinks.drain(records(&[rtt(1, 70)])).unwrap();
+        sinks
+            .rotate(&KernelCounters::zero(), &hooks, &kernel)
+            .unwrap();
+        kernel.flows.clear();
+        sinks.finish(Vec::new(), &mut kernel, &hooks).unwrap();
+
+        // one capture row per interval, each counting its own rows
+        assert_eq!(column(dir.path(), "capture", "rtt_samples"), [2, 1, 0]);
+        assert_eq!(column(dir.path(), "rtt", "srtt_us"), [50, 60, 70]);
+        // each snapshot: the counters then, and what changed since the previous one
+        assert_eq!(
+            column(dir.path(), "flow_snapshots", "bytes_sent"),
+            [1_000, 3_000]
+        );
+        assert_eq!(
+            column(dir.path(), "flow_snapshots", "bytes_sent_delta"),
+            [1_000, 2_000]
+        );
+        // a table without rows in an interval leaves no file in the agent's layout
+        let rtt_files =
+            walkdir::WalkDir::new(dir.path().join(crate::layout::hive_table_dir("rtt")))
+                .into_iter()
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_type().is_file())
+                .count();
+        assert_eq!(rtt_files, 2);
     }
 }
