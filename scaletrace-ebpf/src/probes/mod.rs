@@ -1,0 +1,8 @@
+//! The programs, one probe family per file. A new family is a file here, its line below, and
+//! its attach code in the loader.
+mod nccl;
+mod tcp_adopt;
+mod tcp_sockops;
+mod tcp_tracepoints;
+mod verbs_control;
+mod verbs_data;

@@ -1,0 +1,102 @@
+//! `adopt_open_connections` (iter/tcp): run once per network namespace at the start, turns on
+//! the per-socket callbacks of connections opened before it, so sock_ops adopts them.
+use aya_ebpf::{
+    bindings::BPF_SOCK_OPS_RTT_CB_FLAG,
+    helpers::{
+        bpf_get_socket_cookie, bpf_getsockopt, bpf_seq_write, bpf_setsockopt, bpf_skc_to_tcp_sock,
+    },
+    macros::map,
+    maps::LruHashMap,
+};
+use scaletrace_common::*;
+
+use super::tcp_sockops::OUR_CB_FLAGS;
+
+/// Sockets whose callbacks `adopt_open_connections` turned on, until sock_ops has seen them:
+/// those this run's filters leave out get them turned off again there (the iterator cannot
+/// apply the filters: a sock_common's IPv6 addresses have no fixed offset).
+#[map]
+pub(crate) static ITER_MARKED: LruHashMap<u64, u8> = LruHashMap::with_max_entries(MAX_FLOWS, 0);
+
+/// `struct bpf_iter__tcp`, the context of an iter/tcp program (aya-ebpf has no binding).
+#[repr(C)]
+pub struct TcpIterContext {
+    meta: *mut IterMeta,
+    sk_common: *mut core::ffi::c_void,
+    uid: u32,
+}
+
+/// `struct bpf_iter_meta`
+#[repr(C)]
+struct IterMeta {
+    seq: *mut aya_ebpf::bindings::seq_file,
+    session_id: u64,
+    seq_num: u64,
+}
+
+const SOL_TCP: i32 = 6;
+/// bpf_setsockopt's option for a socket's sock_ops callback flags (Linux 6.12).
+const TCP_BPF_SOCK_OPS_CB_FLAGS: i32 = 1008;
+const TCP_ESTABLISHED: u8 = 1;
+/// `sock_common.skc_state`: after the addresses (8 bytes), the hash (4) and the ports (4), and
+/// the family (2); unchanged since Linux 2.6.
+const SKC_STATE_OFFSET: usize = 18;
+
+/// Connections opened before this run get no sock_ops callback until something turns their
+/// callbacks on. Read once per network namespace at the start, this turns ours on for every
+/// established connection that has none (one tracked by another run keeps its own), and writes
+/// one byte per connection it tried: `a` turned on, `r` refused (a kernel before 6.12 has no
+/// TCP_BPF_SOCK_OPS_CB_FLAGS in bpf_setsockopt). sock_ops adopts each at its next ACK, with the
+/// filters (`start_flow`, Look::Adopt). Listeners are left alone: their children would inherit
+/// the flags, filtered out or not.
+#[unsafe(no_mangle)]
+#[unsafe(link_section = "iter/tcp")]
+pub fn adopt_open_connections(ctx: *mut TcpIterContext) -> i32 {
+    let (meta, sk) = unsafe { ((*ctx).meta, (*ctx).sk_common) };
+    if sk.is_null() || meta.is_null() {
+        return 0;
+    }
+    // null for request and time-wait sockets
+    let tp = unsafe { bpf_skc_to_tcp_sock(sk) };
+    if tp.is_null() {
+        return 0;
+    }
+    if unsafe { *(tp as *const u8).add(SKC_STATE_OFFSET) } != TCP_ESTABLISHED {
+        return 0;
+    }
+    let mut flags: i32 = 0;
+    let read = unsafe {
+        bpf_getsockopt(
+            tp.cast(),
+            SOL_TCP,
+            TCP_BPF_SOCK_OPS_CB_FLAGS,
+            (&mut flags as *mut i32).cast(),
+            4,
+        )
+    };
+    let outcome: u8 = if read != 0 {
+        b'r'
+    } else if flags as u32 & BPF_SOCK_OPS_RTT_CB_FLAG != 0 {
+        return 0;
+    } else {
+        let mut wanted = (flags as u32 | OUR_CB_FLAGS) as i32;
+        let set = unsafe {
+            bpf_setsockopt(
+                tp.cast(),
+                SOL_TCP,
+                TCP_BPF_SOCK_OPS_CB_FLAGS,
+                (&mut wanted as *mut i32).cast(),
+                4,
+            )
+        };
+        if set == 0 {
+            let cookie = unsafe { bpf_get_socket_cookie(tp.cast()) };
+            let _ = ITER_MARKED.insert(&cookie, &1, 0);
+            b'a'
+        } else {
+            b'r'
+        }
+    };
+    unsafe { bpf_seq_write((*meta).seq, (&outcome as *const u8).cast(), 1) };
+    0
+}

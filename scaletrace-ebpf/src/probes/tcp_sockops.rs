@@ -1,0 +1,432 @@
+//! sock_ops, attached to a cgroup v2: the flow table. It applies the filters once per
+//! connection, keeps per-flow aggregates in `FLOWS` (so per-packet work never crosses the ring
+//! buffer), sends sampled RTT snapshots, and a flow-end record at close.
+use aya_ebpf::{
+    bindings::{
+        BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB, BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB,
+        BPF_SOCK_OPS_RETRANS_CB, BPF_SOCK_OPS_RETRANS_CB_FLAG, BPF_SOCK_OPS_RTO_CB,
+        BPF_SOCK_OPS_RTO_CB_FLAG, BPF_SOCK_OPS_RTT_CB, BPF_SOCK_OPS_RTT_CB_FLAG,
+        BPF_SOCK_OPS_STATE_CB, BPF_SOCK_OPS_STATE_CB_FLAG, BPF_SOCK_OPS_TCP_CONNECT_CB,
+    },
+    helpers::{bpf_get_netns_cookie, bpf_get_socket_cookie, bpf_ktime_get_ns},
+    macros::{map, sock_ops},
+    maps::{HashMap, PerCpuArray},
+    programs::SockOpsContext,
+    EbpfContext,
+};
+use aya_log_ebpf::debug;
+use scaletrace_common::*;
+
+use super::tcp_adopt::ITER_MARKED;
+use crate::{
+    emit::{count, EVENTS},
+    filter::{cidr_matches, port_matches},
+};
+
+const TCP_CLOSE: u32 = 7;
+
+/// Socket cookie -> per-flow aggregate.
+#[map]
+static FLOWS: HashMap<u64, FlowStats> = HashMap::with_max_entries(MAX_FLOWS, 0);
+
+/// Tuple of a tracked flow -> socket cookie; lets the tracepoints (which see no cookie and no
+/// namespace) apply exactly the filters sock_ops applied.
+#[map]
+pub(crate) static TRACKED: HashMap<FlowTuple, u64> = HashMap::with_max_entries(MAX_FLOWS, 0);
+
+/// Per-CPU scratch space for building a flow entry: a FlowStats does not fit on the stack next
+/// to everything else the sock_ops program keeps there.
+#[map]
+static SCRATCH_FLOW: PerCpuArray<FlowStats> = PerCpuArray::with_max_entries(1, 0);
+
+#[sock_ops]
+pub fn scaletrace_sockops(ctx: SockOpsContext) -> u32 {
+    let _ = handle_sockops(&ctx);
+    1
+}
+
+#[inline(always)]
+fn sockops_tuple(ops: *const aya_ebpf::bindings::bpf_sock_ops) -> FlowTuple {
+    // Every ctx field is loaded unconditionally and straight from the ctx pointer: the verifier
+    // rejects loads through a ctx pointer the compiler has offset and carried across a branch.
+    let (family, local_port, remote_raw, local4, remote4, local6, remote6) = unsafe {
+        (
+            core::ptr::read_volatile(&(*ops).family),
+            core::ptr::read_volatile(&(*ops).local_port),
+            core::ptr::read_volatile(&(*ops).remote_port),
+            core::ptr::read_volatile(&(*ops).local_ip4),
+            core::ptr::read_volatile(&(*ops).remote_ip4),
+            [
+                core::ptr::read_volatile(&(*ops).local_ip6[0]),
+                core::ptr::read_volatile(&(*ops).local_ip6[1]),
+                core::ptr::read_volatile(&(*ops).local_ip6[2]),
+                core::ptr::read_volatile(&(*ops).local_ip6[3]),
+            ],
+            [
+                core::ptr::read_volatile(&(*ops).remote_ip6[0]),
+                core::ptr::read_volatile(&(*ops).remote_ip6[1]),
+                core::ptr::read_volatile(&(*ops).remote_ip6[2]),
+                core::ptr::read_volatile(&(*ops).remote_ip6[3]),
+            ],
+        )
+    };
+    let mut tuple = FlowTuple {
+        family: family as u16,
+        local_port: local_port as u16,
+        remote_port: remote_port(remote_raw),
+        ..FlowTuple::default()
+    };
+    if tuple.family == AF_INET {
+        tuple.local_addr[..4].copy_from_slice(&local4.to_ne_bytes());
+        tuple.remote_addr[..4].copy_from_slice(&remote4.to_ne_bytes());
+    } else {
+        let mut i = 0;
+        while i < 4 {
+            tuple.local_addr[i * 4..i * 4 + 4].copy_from_slice(&local6[i].to_ne_bytes());
+            tuple.remote_addr[i * 4..i * 4 + 4].copy_from_slice(&remote6[i].to_ne_bytes());
+            i += 1;
+        }
+    }
+    tuple
+}
+
+/// `remote_port` is network byte order; since Linux 5.? the kernel places it in the upper 16 bits
+/// of the u32 (on little endian), older kernels in the lower 16 bits.
+#[inline(always)]
+fn remote_port(raw: u32) -> u16 {
+    if raw & 0xffff == 0 {
+        u32::from_be(raw) as u16
+    } else {
+        u16::from_be(raw as u16)
+    }
+}
+
+#[inline(always)]
+fn handle_sockops(ctx: &SockOpsContext) -> Result<(), i64> {
+    let op = ctx.op();
+    let family = ctx.family() as u16;
+    if family != AF_INET && family != AF_INET6 {
+        return Ok(());
+    }
+    match op {
+        BPF_SOCK_OPS_TCP_CONNECT_CB => start_flow(ctx, DIRECTION_ACTIVE, Look::First),
+        BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB => {
+            // Connect happened before we attached, or the flow was not created: try now.
+            let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+            if unsafe { FLOWS.get(cookie) }.is_none() {
+                // A flow filtered at connect() comes here too: count it only once.
+                start_flow(ctx, DIRECTION_ACTIVE, Look::Again)?;
+            }
+            Ok(())
+        }
+        BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB => start_flow(ctx, DIRECTION_PASSIVE, Look::First),
+        BPF_SOCK_OPS_RTT_CB => on_rtt(ctx),
+        BPF_SOCK_OPS_RETRANS_CB => on_retransmit(ctx),
+        BPF_SOCK_OPS_RTO_CB => on_rto(ctx),
+        BPF_SOCK_OPS_STATE_CB => {
+            if ctx.arg(1) == TCP_CLOSE {
+                end_flow(ctx)
+            } else {
+                Ok(())
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+/// How a flow comes to `start_flow`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// connect() or the accept side's establishment: counted if filtered out
+    First,
+    /// establishment of an active open not seen (or not stored) at connect()
+    Again,
+    /// an ACK of a socket whose callbacks an earlier run enabled (an agent restart or upgrade
+    /// while a job runs): the connection is older than this run
+    Adopt,
+}
+
+/// This program's per-socket callbacks.
+pub(crate) const OUR_CB_FLAGS: u32 = BPF_SOCK_OPS_RTT_CB_FLAG
+    | BPF_SOCK_OPS_STATE_CB_FLAG
+    | BPF_SOCK_OPS_RETRANS_CB_FLAG
+    | BPF_SOCK_OPS_RTO_CB_FLAG;
+
+/// The socket's tuple and network namespace cookie when they pass this run's filters; else
+/// the tuple (for the log).
+#[inline(always)]
+fn wanted_socket(ctx: &SockOpsContext) -> Result<(FlowTuple, u64), FlowTuple> {
+    let tuple = sockops_tuple(ctx.ops);
+    let netns_cookie = unsafe { bpf_get_netns_cookie(ctx.as_ptr()) };
+    let wanted_netns = config!(netns_cookie);
+    if !port_matches(&tuple)
+        || !cidr_matches(&tuple)
+        || (wanted_netns != 0 && wanted_netns != netns_cookie)
+    {
+        return Err(tuple);
+    }
+    Ok((tuple, netns_cookie))
+}
+
+/// The per-CPU scratch aggregate, reset for a new flow: the slot still holds the previous flow
+/// of this CPU, and a FlowStats does not fit the 512-byte eBPF stack.
+#[inline(always)]
+fn fresh_flow(tuple: FlowTuple, cookie: u64, netns_cookie: u64) -> Option<&'static mut FlowStats> {
+    let scratch = SCRATCH_FLOW.get_ptr_mut(0)?;
+    unsafe { core::ptr::write_bytes(scratch, 0, 1) };
+    let flow = unsafe { &mut *scratch };
+    flow.tuple = tuple;
+    flow.cookie = cookie;
+    flow.netns_cookie = netns_cookie;
+    flow.srtt_min_us = u32::MAX;
+    Some(flow)
+}
+
+#[inline(always)]
+fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64> {
+    let (tuple, netns_cookie) = match wanted_socket(ctx) {
+        Ok(wanted) => wanted,
+        Err(tuple) => {
+            if look == Look::Adopt {
+                // this run's iterator turned its callbacks on without knowing the filters
+                let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+                if unsafe { ITER_MARKED.get(&cookie) }.is_some() {
+                    let _ = ITER_MARKED.remove(&cookie);
+                    let _ = ctx.set_cb_flags((ctx.cb_flags() & !OUR_CB_FLAGS) as i32);
+                }
+            }
+            // (a flow another recorder enabled, that this one's filters leave out, comes here
+            // at each of its ACKs: its callbacks stay on, they are that recorder's)
+            if look == Look::First {
+                count(STAT_FILTERED_FLOWS);
+                debug!(
+                    ctx,
+                    "filtered out: local port {} remote port {}",
+                    tuple.local_port,
+                    tuple.remote_port
+                );
+            }
+            return Ok(());
+        }
+    };
+    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+    let Some(stats) = fresh_flow(tuple, cookie, netns_cookie) else {
+        return Ok(());
+    };
+    stats.start_ns = unsafe { bpf_ktime_get_ns() };
+    stats.direction = direction;
+    stats.adopted = (look == Look::Adopt) as u8;
+    if FLOWS.insert(cookie, &*stats, 0).is_err() {
+        // An active open comes here at connect() and again once established (where it is
+        // retried): count it at the second look only, so each connection counts once. The
+        // loader warns once and names the flag that raises the limit; a warning per connection
+        // here flooded the log.
+        // An adopted flow retries at each ACK while the table is full: it is counted by its
+        // close instead (`end_untracked_flow`).
+        if ctx.op() != BPF_SOCK_OPS_TCP_CONNECT_CB && look != Look::Adopt {
+            count(STAT_FLOW_MAP_FULL);
+        }
+        // Its totals can still be had when it closes: the close callback reads the socket's
+        // own counters (`end_untracked_flow`). Only state changes, no per-ACK callbacks (flags
+        // are only ever added: another recorder may be tracking the same socket).
+        let _ = ctx.set_cb_flags((ctx.cb_flags() | BPF_SOCK_OPS_STATE_CB_FLAG) as i32);
+        return Ok(());
+    }
+    debug!(
+        ctx,
+        "tracking flow {} local port {} remote port {}",
+        cookie,
+        tuple.local_port,
+        tuple.remote_port
+    );
+    let _ = TRACKED.insert(tuple, cookie, 0);
+    if look == Look::Adopt {
+        let _ = ITER_MARKED.remove(&cookie);
+    }
+    // Only matching flows pay for the per-ACK callbacks.
+    ctx.set_cb_flags((ctx.cb_flags() | OUR_CB_FLAGS) as i32)
+        .map_err(|e| e as i64)
+}
+
+/// Copies the socket's cumulative counters into the flow aggregate.
+#[inline(always)]
+fn refresh_counters(ops: &aya_ebpf::bindings::bpf_sock_ops, flow: &mut FlowStats) {
+    flow.bytes_acked = ops.bytes_acked;
+    flow.bytes_received = ops.bytes_received;
+    flow.segs_out = ops.segs_out;
+    flow.segs_in = ops.segs_in;
+    flow.data_segs_out = ops.data_segs_out;
+    flow.data_segs_in = ops.data_segs_in;
+    flow.total_retrans = ops.total_retrans;
+    flow.min_rtt_us = ops.rtt_min;
+}
+
+#[inline(always)]
+fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
+    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+    let Some(flow) = FLOWS.get_ptr_mut(cookie) else {
+        // Only sockets whose callbacks a scaletrace program enabled get here: one from an
+        // earlier run (the flags outlive it). Tracked from its next ACK on.
+        return start_flow(ctx, 0, Look::Adopt);
+    };
+    let flow = unsafe { &mut *flow };
+    let ops = unsafe { &*ctx.ops };
+    let srtt_us = ops.srtt_us >> 3; // the kernel keeps srtt scaled by 8
+    if srtt_us == 0 {
+        // No RTT measured yet (the handshake ACK): nothing to record.
+        return Ok(());
+    }
+    refresh_counters(ops, flow);
+    flow.rtt_count += 1;
+    flow.srtt_sum_us += srtt_us as u64;
+    flow.srtt_last_us = srtt_us;
+    if srtt_us < flow.srtt_min_us {
+        flow.srtt_min_us = srtt_us;
+    }
+    if srtt_us > flow.srtt_max_us {
+        flow.srtt_max_us = srtt_us;
+    }
+
+    let now = unsafe { bpf_ktime_get_ns() };
+    // An RTT sample means new data was acknowledged: a timeout stall is over.
+    if flow.rto_at_ns != 0 {
+        flow.rto_recovery_ns += now.saturating_sub(flow.rto_at_ns);
+        flow.rto_at_ns = 0;
+    }
+    // ... and a loss recovery is over once no retransmitted segment is outstanding.
+    if flow.recovery_at_ns != 0 && ops.retrans_out == 0 {
+        flow.loss_recovery_ns += now.saturating_sub(flow.recovery_at_ns);
+        flow.recovery_at_ns = 0;
+    }
+    if flow.last_sample_ns != 0 && now - flow.last_sample_ns < config!(rtt_sample_interval_ns) {
+        count(STAT_RATE_LIMITED + EVENT_RTT_SAMPLE);
+        return Ok(());
+    }
+    flow.last_sample_ns = now;
+    // Filled in place in the ring buffer, not built on the stack first.
+    let Some(mut entry) = EVENTS.reserve::<RttSampleEvent>(0) else {
+        count(STAT_RING_FULL + EVENT_RTT_SAMPLE);
+        return Ok(());
+    };
+    let e = unsafe { &mut *entry.as_mut_ptr() };
+    e.header = EventHeader {
+        kind: EVENT_RTT_SAMPLE,
+        _pad: 0,
+        ts_ns: now,
+    };
+    e.cookie = cookie;
+    e.bytes_acked = ops.bytes_acked;
+    e.bytes_received = ops.bytes_received;
+    e.srtt_us = srtt_us;
+    e.min_rtt_us = ops.rtt_min;
+    e.snd_cwnd = ops.snd_cwnd;
+    e.snd_ssthresh = ops.snd_ssthresh;
+    e.packets_out = ops.packets_out;
+    e.retrans_out = ops.retrans_out;
+    e.lost_out = ops.lost_out;
+    e.sacked_out = ops.sacked_out;
+    e.total_retrans = ops.total_retrans;
+    e.mss = ops.mss_cache;
+    e.rate_delivered = ops.rate_delivered;
+    e.rate_interval_us = ops.rate_interval_us;
+    entry.submit(0);
+    count(STAT_EMITTED + EVENT_RTT_SAMPLE);
+    Ok(())
+}
+
+#[inline(always)]
+fn on_retransmit(ctx: &SockOpsContext) -> Result<(), i64> {
+    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+    if let Some(flow) = FLOWS.get_ptr_mut(cookie) {
+        let flow = unsafe { &mut *flow };
+        flow.retrans_events += 1;
+        // the first retransmit starts a loss recovery; more during it continue it
+        if flow.recovery_at_ns == 0 {
+            flow.recovery_at_ns = unsafe { bpf_ktime_get_ns() };
+        }
+    }
+    Ok(())
+}
+
+#[inline(always)]
+fn on_rto(ctx: &SockOpsContext) -> Result<(), i64> {
+    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+    if let Some(flow) = FLOWS.get_ptr_mut(cookie) {
+        let flow = unsafe { &mut *flow };
+        flow.rto_count += 1;
+        let now = unsafe { bpf_ktime_get_ns() };
+        // a timeout that repeats (backoff) continues the same stall
+        if flow.rto_at_ns == 0 {
+            flow.rto_at_ns = now;
+        }
+        // A timeout enters loss recovery even when its retransmission is deferred (the
+        // original segment still queued in the host: the retransmit callback only comes with
+        // a later timer), so it starts the recovery too.
+        if flow.recovery_at_ns == 0 {
+            flow.recovery_at_ns = now;
+        }
+    }
+    Ok(())
+}
+
+/// A matching connection without a flow-table entry closes (the table was full when it
+/// started, or its callbacks were enabled by an earlier run): its counters at close, sent as a
+/// flow end marked `untracked`. Nothing to keep, so nothing to sweep if the ring is full.
+#[inline(always)]
+fn end_untracked_flow(ctx: &SockOpsContext, cookie: u64) -> Result<(), i64> {
+    let Ok((tuple, netns_cookie)) = wanted_socket(ctx) else {
+        return Ok(());
+    };
+    let Some(flow) = fresh_flow(tuple, cookie, netns_cookie) else {
+        return Ok(());
+    };
+    flow.untracked = 1;
+    refresh_counters(unsafe { &*ctx.ops }, flow);
+    let now = unsafe { bpf_ktime_get_ns() };
+    flow.end_ns = now;
+    emit_flow_end(flow, now);
+    Ok(())
+}
+
+/// Sends a flow's final aggregate; false (counted) when the ring is full. Written in place: a
+/// FlowEndEvent on the stack would not fit the 512-byte eBPF stack.
+#[inline(always)]
+fn emit_flow_end(flow: &FlowStats, now: u64) -> bool {
+    let Some(mut entry) = EVENTS.reserve::<FlowEndEvent>(0) else {
+        count(STAT_RING_FULL + EVENT_FLOW_END);
+        return false;
+    };
+    let event = entry.as_mut_ptr();
+    unsafe {
+        (*event).header = EventHeader {
+            kind: EVENT_FLOW_END,
+            _pad: 0,
+            ts_ns: now,
+        };
+        core::ptr::copy_nonoverlapping(flow as *const FlowStats, &mut (*event).stats, 1);
+    }
+    entry.submit(0);
+    count(STAT_EMITTED + EVENT_FLOW_END);
+    true
+}
+
+#[inline(always)]
+fn end_flow(ctx: &SockOpsContext) -> Result<(), i64> {
+    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+    let Some(flow) = FLOWS.get_ptr_mut(cookie) else {
+        return end_untracked_flow(ctx, cookie);
+    };
+    let flow = unsafe { &mut *flow };
+    let ops = unsafe { &*ctx.ops };
+    refresh_counters(ops, flow);
+    let now = unsafe { bpf_ktime_get_ns() };
+    flow.end_ns = now;
+    let _ = TRACKED.remove(flow.tuple);
+    if emit_flow_end(flow, now) {
+        let _ = FLOWS.remove(cookie);
+    } else {
+        // Keep it: userspace sweeps closed flows from the map, so no flow is lost.
+        flow.closed_unsent = 1;
+    }
+    Ok(())
+}

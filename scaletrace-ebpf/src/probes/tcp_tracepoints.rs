@@ -1,0 +1,174 @@
+//! TCP tracepoints: `tcp_retransmit_skb` / `tcp_retransmit_synack`, one event per retransmit
+//! under a per-CPU token bucket; `inet_sock_set_state`, the state transitions of tracked flows
+//! with the current task (which attributes a flow to the process that closes it). Their field
+//! offsets come from tracefs through `CONFIG`: Rust eBPF has no CO-RE.
+use aya_ebpf::{
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
+    macros::{map, tracepoint},
+    maps::PerCpuArray,
+    programs::TracePointContext,
+};
+use scaletrace_common::*;
+
+use super::tcp_sockops::TRACKED;
+use crate::{
+    emit::{count, emit, header},
+    filter::{cidr_matches, port_matches},
+};
+
+const IPPROTO_TCP: u16 = 6;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct TokenBucket {
+    tokens: u64,
+    last_ns: u64,
+}
+
+#[map]
+static RETRANSMIT_BUCKET: PerCpuArray<TokenBucket> = PerCpuArray::with_max_entries(1, 0);
+
+/// Reads the connection tuple from a tcp/sock tracepoint record.
+#[inline(always)]
+fn tracepoint_tuple(ctx: &TracePointContext, off: &TracepointOffsets) -> Result<FlowTuple, i64> {
+    let read_u16 = |o: u16| -> Result<u16, i64> {
+        unsafe { ctx.read_at::<u16>(o as usize) }.map_err(|e| e as i64)
+    };
+    let mut tuple = FlowTuple {
+        family: read_u16(off.family)?,
+        local_port: read_u16(off.sport)?,
+        remote_port: read_u16(off.dport)?,
+        ..FlowTuple::default()
+    };
+    if tuple.family == AF_INET {
+        let s: [u8; 4] = unsafe { ctx.read_at(off.saddr as usize) }.map_err(|e| e as i64)?;
+        let d: [u8; 4] = unsafe { ctx.read_at(off.daddr as usize) }.map_err(|e| e as i64)?;
+        tuple.local_addr[..4].copy_from_slice(&s);
+        tuple.remote_addr[..4].copy_from_slice(&d);
+    } else {
+        tuple.local_addr = unsafe { ctx.read_at(off.saddr_v6 as usize) }.map_err(|e| e as i64)?;
+        tuple.remote_addr = unsafe { ctx.read_at(off.daddr_v6 as usize) }.map_err(|e| e as i64)?;
+    }
+    Ok(tuple)
+}
+
+/// Per-CPU token bucket for per-packet events; false means "over the rate, count and skip".
+#[inline(always)]
+fn take_retransmit_token(now: u64) -> bool {
+    let (rate, burst) = (
+        config!(retransmit_events_per_sec),
+        config!(retransmit_burst),
+    );
+    let Some(bucket) = RETRANSMIT_BUCKET.get_ptr_mut(0) else {
+        return true;
+    };
+    let bucket = unsafe { &mut *bucket };
+    let elapsed = now.saturating_sub(bucket.last_ns);
+    let refill = elapsed / 1_000 * rate / 1_000_000;
+    if refill > 0 || bucket.last_ns == 0 {
+        let tokens = bucket.tokens + refill;
+        bucket.tokens = if tokens > burst || bucket.last_ns == 0 {
+            burst
+        } else {
+            tokens
+        };
+        bucket.last_ns = now;
+    }
+    if bucket.tokens == 0 {
+        return false;
+    }
+    bucket.tokens -= 1;
+    true
+}
+
+#[inline(always)]
+fn handle_retransmit(
+    ctx: &TracePointContext,
+    off: &TracepointOffsets,
+    synack: bool,
+) -> Result<(), i64> {
+    let tuple = tracepoint_tuple(ctx, off)?;
+    // A SYN-ACK precedes establishment, so the flow cannot be tracked yet: apply the static
+    // filters instead (the namespace filter cannot apply here).
+    let cookie = if synack {
+        if !(port_matches(&tuple) && cidr_matches(&tuple)) {
+            return Ok(());
+        }
+        0
+    } else {
+        match unsafe { TRACKED.get(tuple) } {
+            Some(cookie) => *cookie,
+            None => return Ok(()),
+        }
+    };
+    let hdr = header(EVENT_RETRANSMIT);
+    if !take_retransmit_token(hdr.ts_ns) {
+        count(STAT_RATE_LIMITED + EVENT_RETRANSMIT);
+        return Ok(());
+    }
+    let state = if off.oldstate == TracepointOffsets::ABSENT {
+        0
+    } else {
+        unsafe { ctx.read_at::<i32>(off.oldstate as usize) }.unwrap_or(0) as u32
+    };
+    emit(
+        EVENT_RETRANSMIT,
+        RetransmitEvent {
+            header: hdr,
+            tuple,
+            cookie,
+            state,
+            synack: synack as u32,
+        },
+    );
+    Ok(())
+}
+
+#[tracepoint]
+pub fn tcp_retransmit_skb(ctx: TracePointContext) -> u32 {
+    let off = config!(retransmit_tp);
+    let _ = handle_retransmit(&ctx, &off, false);
+    0
+}
+
+#[tracepoint]
+pub fn tcp_retransmit_synack(ctx: TracePointContext) -> u32 {
+    let off = config!(synack_tp);
+    let _ = handle_retransmit(&ctx, &off, true);
+    0
+}
+
+#[inline(always)]
+fn handle_state(ctx: &TracePointContext) -> Result<(), i64> {
+    let off = config!(state_tp);
+    let protocol = unsafe { ctx.read_at::<u16>(off.protocol as usize) }.map_err(|e| e as i64)?;
+    if protocol != IPPROTO_TCP {
+        return Ok(());
+    }
+    let tuple = tracepoint_tuple(ctx, &off)?;
+    let Some(cookie) = (unsafe { TRACKED.get(tuple) }).copied() else {
+        return Ok(());
+    };
+    let oldstate = unsafe { ctx.read_at::<i32>(off.oldstate as usize) }.map_err(|e| e as i64)?;
+    let newstate = unsafe { ctx.read_at::<i32>(off.newstate as usize) }.map_err(|e| e as i64)?;
+    emit(
+        EVENT_STATE_CHANGE,
+        StateChangeEvent {
+            header: header(EVENT_STATE_CHANGE),
+            tuple,
+            cookie,
+            oldstate: oldstate as u32,
+            newstate: newstate as u32,
+            pid: (bpf_get_current_pid_tgid() >> 32) as u32,
+            _pad: 0,
+            comm: bpf_get_current_comm().unwrap_or([0; 16]),
+        },
+    );
+    Ok(())
+}
+
+#[tracepoint]
+pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
+    let _ = handle_state(&ctx);
+    0
+}
