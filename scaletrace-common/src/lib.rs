@@ -455,29 +455,31 @@ pub struct VerbsCallEvent {
     pub device: [u8; 16],
 }
 
-#[cfg(test)]
-mod layout_tests {
-    use super::*;
-    use core::mem::size_of;
+// Sizes with no implicit padding: the kernel and userspace must agree byte for byte. Checked
+// at compile time, so a field added on one side fails the eBPF build and the loader's alike.
+macro_rules! assert_size {
+    ($($t:ty => $n:expr,)+) => {$(
+        const _: () = assert!(core::mem::size_of::<$t>() == $n, concat!("size of ", stringify!($t)));
+    )+};
+}
 
-    // Sizes with no implicit padding: the kernel and userspace must agree byte for byte.
-    #[test]
-    fn structs_have_no_hidden_padding() {
-        assert_eq!(size_of::<TracepointOffsets>(), 20);
-        assert_eq!(size_of::<Config>(), 136);
-        assert_eq!(size_of::<FlowTuple>(), 40);
-        assert_eq!(size_of::<FlowStats>(), 192);
-        assert_eq!(size_of::<EventHeader>(), 16);
-        assert_eq!(size_of::<RttSampleEvent>(), 88);
-        assert_eq!(size_of::<RetransmitEvent>(), 72);
-        assert_eq!(size_of::<StateChangeEvent>(), 96);
-        assert_eq!(size_of::<NcclCallEvent>(), 96);
-        assert_eq!(size_of::<CallKey>(), 16);
-        assert_eq!(size_of::<VerbsCallEvent>(), 120);
-        assert_eq!(size_of::<QpTraffic>(), 88);
-        assert_eq!(size_of::<VerbsCompletionEvent>(), 56);
-        assert_eq!(size_of::<WrKey>(), 16);
-    }
+assert_size! {
+    TracepointOffsets => 20,
+    Config => 136,
+    FlowTuple => 40,
+    FlowStats => 192,
+    EventHeader => 16,
+    RttSampleEvent => 88,
+    RetransmitEvent => 72,
+    StateChangeEvent => 96,
+    FlowEndEvent => 208,
+    NcclCallEvent => 96,
+    CallKey => 16,
+    VerbsCallEvent => 120,
+    QpKey => 8,
+    QpTraffic => 88,
+    VerbsCompletionEvent => 56,
+    WrKey => 16,
 }
 
 #[cfg(feature = "user")]

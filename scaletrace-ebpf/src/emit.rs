@@ -21,6 +21,8 @@ pub(crate) static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(STAT_S
 #[inline(always)]
 pub(crate) fn count(slot: u32) {
     if let Some(ptr) = STATS.get_ptr_mut(slot) {
+        // SAFETY: a valid slot of a per-CPU array: this CPU's copy, which nothing else writes
+        // while this program runs (eBPF programs are not preempted on their CPU).
         unsafe { *ptr += 1 };
     }
 }
@@ -30,8 +32,15 @@ pub(crate) fn header(kind: u32) -> EventHeader {
     EventHeader {
         kind,
         _pad: 0,
-        ts_ns: unsafe { bpf_ktime_get_ns() },
+        ts_ns: now_ns(),
     }
+}
+
+/// Kernel monotonic time, the clock every event carries.
+#[inline(always)]
+pub(crate) fn now_ns() -> u64 {
+    // SAFETY: reads a clock; takes no pointer.
+    unsafe { bpf_ktime_get_ns() }
 }
 
 /// Writes `event` to the ring buffer, counting success or a full-ring drop for `kind`.
@@ -51,10 +60,13 @@ pub(crate) fn emit<T: 'static>(kind: u32, event: T) -> bool {
     }
 }
 
+/// A `T` at `addr` in the traced process's memory; None if it cannot be read.
 #[inline(always)]
 pub(crate) fn read_user<T>(addr: u64) -> Option<T> {
     if addr == 0 {
         return None;
     }
+    // SAFETY: bpf_probe_read_user copies through the kernel's fault-handling user access: a bad
+    // address is an error, never a fault; T is plain data valid for any bit pattern.
     unsafe { bpf_probe_read_user(addr as *const T) }.ok()
 }

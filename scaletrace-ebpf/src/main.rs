@@ -21,6 +21,7 @@
 /// compiler must not fold in the defaults; per field, so no 128-byte copy lands on the stack.
 macro_rules! config {
     ($($field:tt)+) => {
+        // SAFETY: a field of a static, always valid; volatile only to defeat constant folding.
         unsafe { core::ptr::read_volatile(&$crate::emit::CONFIG.$($field)+) }
     };
 }

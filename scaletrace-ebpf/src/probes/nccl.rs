@@ -1,13 +1,13 @@
 //! NCCL uprobes: one entry/return pair per API function, one event per call.
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user},
+    helpers::bpf_get_current_pid_tgid,
     macros::{map, uprobe, uretprobe},
     maps::LruHashMap,
     programs::{ProbeContext, RetProbeContext},
 };
 use scaletrace_common::*;
 
-use crate::emit::{emit, header};
+use crate::emit::{emit, header, now_ns, read_user};
 
 /// NCCL calls between entry and return.
 #[map]
@@ -77,14 +77,16 @@ fn nccl_exit(ctx: &RetProbeContext, op: u32) {
     let Some(pending) = NCCL_PENDING.get_ptr_mut(&key) else {
         return;
     };
+    // SAFETY: the entry this thread's entry probe inserted; keyed by thread, so no other
+    // program run touches it, and valid while this one runs (RCU).
     let e = unsafe { &mut *pending };
     e.result = ctx.ret::<i32>();
-    e.header.ts_ns = unsafe { bpf_ktime_get_ns() };
+    e.header.ts_ns = now_ns();
     if op == NCCL_COMM_INIT_RANK {
         e.comm = if e.comm == 0 {
             0
         } else {
-            unsafe { bpf_probe_read_user(e.comm as *const u64) }.unwrap_or(0)
+            read_user::<u64>(e.comm).unwrap_or(0)
         };
     }
     emit(EVENT_NCCL_CALL, *e);

@@ -52,19 +52,24 @@ const SKC_STATE_OFFSET: usize = 18;
 #[unsafe(no_mangle)]
 #[unsafe(link_section = "iter/tcp")]
 pub fn adopt_open_connections(ctx: *mut TcpIterContext) -> i32 {
+    // SAFETY: the iterator's context, valid for this run; the verifier checks the loads.
     let (meta, sk) = unsafe { ((*ctx).meta, (*ctx).sk_common) };
     if sk.is_null() || meta.is_null() {
         return 0;
     }
     // null for request and time-wait sockets
+    // SAFETY: `sk` is the iterator's socket (checked non-null); the helper checks its type.
     let tp = unsafe { bpf_skc_to_tcp_sock(sk) };
     if tp.is_null() {
         return 0;
     }
+    // SAFETY: a tcp_sock the helper returned (a trusted BTF pointer, non-null): the verifier
+    // allows the load and bounds it by the struct's size.
     if unsafe { *(tp as *const u8).add(SKC_STATE_OFFSET) } != TCP_ESTABLISHED {
         return 0;
     }
     let mut flags: i32 = 0;
+    // SAFETY: a TCP socket locked by the iterator; `flags` is a 4-byte local.
     let read = unsafe {
         bpf_getsockopt(
             tp.cast(),
@@ -80,6 +85,7 @@ pub fn adopt_open_connections(ctx: *mut TcpIterContext) -> i32 {
         return 0;
     } else {
         let mut wanted = (flags as u32 | OUR_CB_FLAGS) as i32;
+        // SAFETY: as for bpf_getsockopt above; `wanted` is a 4-byte local.
         let set = unsafe {
             bpf_setsockopt(
                 tp.cast(),
@@ -90,6 +96,7 @@ pub fn adopt_open_connections(ctx: *mut TcpIterContext) -> i32 {
             )
         };
         if set == 0 {
+            // SAFETY: a socket pointer, the argument this helper takes.
             let cookie = unsafe { bpf_get_socket_cookie(tp.cast()) };
             let _ = ITER_MARKED.insert(&cookie, &1, 0);
             b'a'
@@ -97,6 +104,7 @@ pub fn adopt_open_connections(ctx: *mut TcpIterContext) -> i32 {
             b'r'
         }
     };
+    // SAFETY: the iterator's seq_file (checked non-null) and one byte of a local.
     unsafe { bpf_seq_write((*meta).seq, (&outcome as *const u8).cast(), 1) };
     0
 }

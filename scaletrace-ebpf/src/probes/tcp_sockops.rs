@@ -8,7 +8,7 @@ use aya_ebpf::{
         BPF_SOCK_OPS_RTO_CB_FLAG, BPF_SOCK_OPS_RTT_CB, BPF_SOCK_OPS_RTT_CB_FLAG,
         BPF_SOCK_OPS_STATE_CB, BPF_SOCK_OPS_STATE_CB_FLAG, BPF_SOCK_OPS_TCP_CONNECT_CB,
     },
-    helpers::{bpf_get_netns_cookie, bpf_get_socket_cookie, bpf_ktime_get_ns},
+    helpers::{bpf_get_netns_cookie, bpf_get_socket_cookie},
     macros::{map, sock_ops},
     maps::{HashMap, PerCpuArray},
     programs::SockOpsContext,
@@ -19,7 +19,7 @@ use scaletrace_common::*;
 
 use super::tcp_adopt::ITER_MARKED;
 use crate::{
-    emit::{count, EVENTS},
+    emit::{count, now_ns, EVENTS},
     filter::{cidr_matches, port_matches},
 };
 
@@ -49,6 +49,8 @@ pub fn scaletrace_sockops(ctx: SockOpsContext) -> u32 {
 fn sockops_tuple(ops: *const aya_ebpf::bindings::bpf_sock_ops) -> FlowTuple {
     // Every ctx field is loaded unconditionally and straight from the ctx pointer: the verifier
     // rejects loads through a ctx pointer the compiler has offset and carried across a branch.
+    // SAFETY: `ops` is the program's context, valid for the whole run; the verifier checks
+    // each field access against the context's layout.
     let (family, local_port, remote_raw, local4, remote4, local6, remote6) = unsafe {
         (
             core::ptr::read_volatile(&(*ops).family),
@@ -101,6 +103,38 @@ fn remote_port(raw: u32) -> u16 {
     }
 }
 
+/// The socket's cookie: the flow table's key, stable for the socket's life.
+#[inline(always)]
+fn socket_cookie(ctx: &SockOpsContext) -> u64 {
+    // SAFETY: the context of a sock_ops program, the argument this helper takes there.
+    unsafe { bpf_get_socket_cookie(ctx.as_ptr()) }
+}
+
+/// The cookie of the socket's network namespace.
+#[inline(always)]
+fn netns_cookie(ctx: &SockOpsContext) -> u64 {
+    // SAFETY: the context of a sock_ops program, the argument this helper takes there.
+    unsafe { bpf_get_netns_cookie(ctx.as_ptr()) }
+}
+
+/// The callback's view of the socket (counters, RTT, state).
+#[inline(always)]
+fn sock_ops(ctx: &SockOpsContext) -> &aya_ebpf::bindings::bpf_sock_ops {
+    // SAFETY: the program's context, valid for the whole run; the verifier checks each field
+    // access against the context's layout.
+    unsafe { &*ctx.ops }
+}
+
+/// The flow's aggregate in the flow table, to update in place.
+#[inline(always)]
+fn flow_mut(cookie: u64) -> Option<&'static mut FlowStats> {
+    let flow = FLOWS.get_ptr_mut(cookie)?;
+    // SAFETY: a map value stays valid while this program runs (RCU), and a socket's callbacks
+    // run one at a time under its lock, so no other program run writes this entry meanwhile
+    // (userspace only reads it, and deletes only closed flows).
+    Some(unsafe { &mut *flow })
+}
+
 #[inline(always)]
 fn handle_sockops(ctx: &SockOpsContext) -> Result<(), i64> {
     let op = ctx.op();
@@ -112,7 +146,8 @@ fn handle_sockops(ctx: &SockOpsContext) -> Result<(), i64> {
         BPF_SOCK_OPS_TCP_CONNECT_CB => start_flow(ctx, DIRECTION_ACTIVE, Look::First),
         BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB => {
             // Connect happened before we attached, or the flow was not created: try now.
-            let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+            let cookie = socket_cookie(ctx);
+            // SAFETY: only whether the entry exists is read, not the entry.
             if unsafe { FLOWS.get(cookie) }.is_none() {
                 // A flow filtered at connect() comes here too: count it only once.
                 start_flow(ctx, DIRECTION_ACTIVE, Look::Again)?;
@@ -157,7 +192,7 @@ pub(crate) const OUR_CB_FLAGS: u32 = BPF_SOCK_OPS_RTT_CB_FLAG
 #[inline(always)]
 fn wanted_socket(ctx: &SockOpsContext) -> Result<(FlowTuple, u64), FlowTuple> {
     let tuple = sockops_tuple(ctx.ops);
-    let netns_cookie = unsafe { bpf_get_netns_cookie(ctx.as_ptr()) };
+    let netns_cookie = netns_cookie(ctx);
     let wanted_netns = config!(netns_cookie);
     if !port_matches(&tuple)
         || !cidr_matches(&tuple)
@@ -173,7 +208,10 @@ fn wanted_socket(ctx: &SockOpsContext) -> Result<(FlowTuple, u64), FlowTuple> {
 #[inline(always)]
 fn fresh_flow(tuple: FlowTuple, cookie: u64, netns_cookie: u64) -> Option<&'static mut FlowStats> {
     let scratch = SCRATCH_FLOW.get_ptr_mut(0)?;
+    // SAFETY: this CPU's slot of a per-CPU array, which no one else uses while this program
+    // runs; all-zero bytes are a valid FlowStats (plain integers).
     unsafe { core::ptr::write_bytes(scratch, 0, 1) };
+    // SAFETY: as above: valid, aligned, and not aliased for this program run.
     let flow = unsafe { &mut *scratch };
     flow.tuple = tuple;
     flow.cookie = cookie;
@@ -189,7 +227,8 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
         Err(tuple) => {
             if look == Look::Adopt {
                 // this run's iterator turned its callbacks on without knowing the filters
-                let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+                let cookie = socket_cookie(ctx);
+                // SAFETY: only whether the entry exists is read, not the entry.
                 if unsafe { ITER_MARKED.get(&cookie) }.is_some() {
                     let _ = ITER_MARKED.remove(&cookie);
                     let _ = ctx.set_cb_flags((ctx.cb_flags() & !OUR_CB_FLAGS) as i32);
@@ -209,11 +248,11 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
             return Ok(());
         }
     };
-    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+    let cookie = socket_cookie(ctx);
     let Some(stats) = fresh_flow(tuple, cookie, netns_cookie) else {
         return Ok(());
     };
-    stats.start_ns = unsafe { bpf_ktime_get_ns() };
+    stats.start_ns = now_ns();
     stats.direction = direction;
     stats.adopted = (look == Look::Adopt) as u8;
     if FLOWS.insert(cookie, &*stats, 0).is_err() {
@@ -263,14 +302,13 @@ fn refresh_counters(ops: &aya_ebpf::bindings::bpf_sock_ops, flow: &mut FlowStats
 
 #[inline(always)]
 fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
-    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
-    let Some(flow) = FLOWS.get_ptr_mut(cookie) else {
+    let cookie = socket_cookie(ctx);
+    let Some(flow) = flow_mut(cookie) else {
         // Only sockets whose callbacks a scaletrace program enabled get here: one from an
         // earlier run (the flags outlive it). Tracked from its next ACK on.
         return start_flow(ctx, 0, Look::Adopt);
     };
-    let flow = unsafe { &mut *flow };
-    let ops = unsafe { &*ctx.ops };
+    let ops = sock_ops(ctx);
     let srtt_us = ops.srtt_us >> 3; // the kernel keeps srtt scaled by 8
     if srtt_us == 0 {
         // No RTT measured yet (the handshake ACK): nothing to record.
@@ -287,7 +325,7 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
         flow.srtt_max_us = srtt_us;
     }
 
-    let now = unsafe { bpf_ktime_get_ns() };
+    let now = now_ns();
     // An RTT sample means new data was acknowledged: a timeout stall is over.
     if flow.rto_at_ns != 0 {
         flow.rto_recovery_ns += now.saturating_sub(flow.rto_at_ns);
@@ -308,6 +346,8 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
         count(STAT_RING_FULL + EVENT_RTT_SAMPLE);
         return Ok(());
     };
+    // SAFETY: a reserved ring buffer slot of this type, ours until submitted; every field is
+    // written below before the submit.
     let e = unsafe { &mut *entry.as_mut_ptr() };
     e.header = EventHeader {
         kind: EVENT_RTT_SAMPLE,
@@ -336,13 +376,12 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
 
 #[inline(always)]
 fn on_retransmit(ctx: &SockOpsContext) -> Result<(), i64> {
-    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
-    if let Some(flow) = FLOWS.get_ptr_mut(cookie) {
-        let flow = unsafe { &mut *flow };
+    let cookie = socket_cookie(ctx);
+    if let Some(flow) = flow_mut(cookie) {
         flow.retrans_events += 1;
         // the first retransmit starts a loss recovery; more during it continue it
         if flow.recovery_at_ns == 0 {
-            flow.recovery_at_ns = unsafe { bpf_ktime_get_ns() };
+            flow.recovery_at_ns = now_ns();
         }
     }
     Ok(())
@@ -350,11 +389,10 @@ fn on_retransmit(ctx: &SockOpsContext) -> Result<(), i64> {
 
 #[inline(always)]
 fn on_rto(ctx: &SockOpsContext) -> Result<(), i64> {
-    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
-    if let Some(flow) = FLOWS.get_ptr_mut(cookie) {
-        let flow = unsafe { &mut *flow };
+    let cookie = socket_cookie(ctx);
+    if let Some(flow) = flow_mut(cookie) {
         flow.rto_count += 1;
-        let now = unsafe { bpf_ktime_get_ns() };
+        let now = now_ns();
         // a timeout that repeats (backoff) continues the same stall
         if flow.rto_at_ns == 0 {
             flow.rto_at_ns = now;
@@ -381,8 +419,8 @@ fn end_untracked_flow(ctx: &SockOpsContext, cookie: u64) -> Result<(), i64> {
         return Ok(());
     };
     flow.untracked = 1;
-    refresh_counters(unsafe { &*ctx.ops }, flow);
-    let now = unsafe { bpf_ktime_get_ns() };
+    refresh_counters(sock_ops(ctx), flow);
+    let now = now_ns();
     flow.end_ns = now;
     emit_flow_end(flow, now);
     Ok(())
@@ -397,6 +435,8 @@ fn emit_flow_end(flow: &FlowStats, now: u64) -> bool {
         return false;
     };
     let event = entry.as_mut_ptr();
+    // SAFETY: a reserved ring buffer slot of this type, ours until submitted; the header and
+    // the whole aggregate are written before the submit.
     unsafe {
         (*event).header = EventHeader {
             kind: EVENT_FLOW_END,
@@ -412,14 +452,13 @@ fn emit_flow_end(flow: &FlowStats, now: u64) -> bool {
 
 #[inline(always)]
 fn end_flow(ctx: &SockOpsContext) -> Result<(), i64> {
-    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
-    let Some(flow) = FLOWS.get_ptr_mut(cookie) else {
+    let cookie = socket_cookie(ctx);
+    let Some(flow) = flow_mut(cookie) else {
         return end_untracked_flow(ctx, cookie);
     };
-    let flow = unsafe { &mut *flow };
-    let ops = unsafe { &*ctx.ops };
+    let ops = sock_ops(ctx);
     refresh_counters(ops, flow);
-    let now = unsafe { bpf_ktime_get_ns() };
+    let now = now_ns();
     flow.end_ns = now;
     let _ = TRACKED.remove(flow.tuple);
     if emit_flow_end(flow, now) {

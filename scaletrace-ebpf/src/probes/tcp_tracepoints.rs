@@ -28,26 +28,31 @@ struct TokenBucket {
 #[map]
 static RETRANSMIT_BUCKET: PerCpuArray<TokenBucket> = PerCpuArray::with_max_entries(1, 0);
 
+/// A field of the tracepoint's record at `offset` (from its tracefs format, via `CONFIG`).
+#[inline(always)]
+fn field<T>(ctx: &TracePointContext, offset: u16) -> Result<T, i64> {
+    // SAFETY: read with bpf_probe_read_kernel, which fails instead of faulting; T is plain
+    // data (integers, byte arrays) valid for any bit pattern.
+    unsafe { ctx.read_at::<T>(offset as usize) }.map_err(|e| e as i64)
+}
+
 /// Reads the connection tuple from a tcp/sock tracepoint record.
 #[inline(always)]
 fn tracepoint_tuple(ctx: &TracePointContext, off: &TracepointOffsets) -> Result<FlowTuple, i64> {
-    let read_u16 = |o: u16| -> Result<u16, i64> {
-        unsafe { ctx.read_at::<u16>(o as usize) }.map_err(|e| e as i64)
-    };
     let mut tuple = FlowTuple {
-        family: read_u16(off.family)?,
-        local_port: read_u16(off.sport)?,
-        remote_port: read_u16(off.dport)?,
+        family: field(ctx, off.family)?,
+        local_port: field(ctx, off.sport)?,
+        remote_port: field(ctx, off.dport)?,
         ..FlowTuple::default()
     };
     if tuple.family == AF_INET {
-        let s: [u8; 4] = unsafe { ctx.read_at(off.saddr as usize) }.map_err(|e| e as i64)?;
-        let d: [u8; 4] = unsafe { ctx.read_at(off.daddr as usize) }.map_err(|e| e as i64)?;
+        let s: [u8; 4] = field(ctx, off.saddr)?;
+        let d: [u8; 4] = field(ctx, off.daddr)?;
         tuple.local_addr[..4].copy_from_slice(&s);
         tuple.remote_addr[..4].copy_from_slice(&d);
     } else {
-        tuple.local_addr = unsafe { ctx.read_at(off.saddr_v6 as usize) }.map_err(|e| e as i64)?;
-        tuple.remote_addr = unsafe { ctx.read_at(off.daddr_v6 as usize) }.map_err(|e| e as i64)?;
+        tuple.local_addr = field(ctx, off.saddr_v6)?;
+        tuple.remote_addr = field(ctx, off.daddr_v6)?;
     }
     Ok(tuple)
 }
@@ -62,6 +67,7 @@ fn take_retransmit_token(now: u64) -> bool {
     let Some(bucket) = RETRANSMIT_BUCKET.get_ptr_mut(0) else {
         return true;
     };
+    // SAFETY: this CPU's slot of a per-CPU array, not aliased while this program runs.
     let bucket = unsafe { &mut *bucket };
     let elapsed = now.saturating_sub(bucket.last_ns);
     let refill = elapsed / 1_000 * rate / 1_000_000;
@@ -96,6 +102,7 @@ fn handle_retransmit(
         }
         0
     } else {
+        // SAFETY: the cookie is copied out at once (an entry may be deleted concurrently).
         match unsafe { TRACKED.get(tuple) } {
             Some(cookie) => *cookie,
             None => return Ok(()),
@@ -109,7 +116,7 @@ fn handle_retransmit(
     let state = if off.oldstate == TracepointOffsets::ABSENT {
         0
     } else {
-        unsafe { ctx.read_at::<i32>(off.oldstate as usize) }.unwrap_or(0) as u32
+        field::<i32>(ctx, off.oldstate).unwrap_or(0) as u32
     };
     emit(
         EVENT_RETRANSMIT,
@@ -141,16 +148,17 @@ pub fn tcp_retransmit_synack(ctx: TracePointContext) -> u32 {
 #[inline(always)]
 fn handle_state(ctx: &TracePointContext) -> Result<(), i64> {
     let off = config!(state_tp);
-    let protocol = unsafe { ctx.read_at::<u16>(off.protocol as usize) }.map_err(|e| e as i64)?;
+    let protocol: u16 = field(ctx, off.protocol)?;
     if protocol != IPPROTO_TCP {
         return Ok(());
     }
     let tuple = tracepoint_tuple(ctx, &off)?;
+    // SAFETY: the cookie is copied out at once (an entry may be deleted concurrently).
     let Some(cookie) = (unsafe { TRACKED.get(tuple) }).copied() else {
         return Ok(());
     };
-    let oldstate = unsafe { ctx.read_at::<i32>(off.oldstate as usize) }.map_err(|e| e as i64)?;
-    let newstate = unsafe { ctx.read_at::<i32>(off.newstate as usize) }.map_err(|e| e as i64)?;
+    let oldstate: i32 = field(ctx, off.oldstate)?;
+    let newstate: i32 = field(ctx, off.newstate)?;
     emit(
         EVENT_STATE_CHANGE,
         StateChangeEvent {

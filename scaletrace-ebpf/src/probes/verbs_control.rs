@@ -1,14 +1,14 @@
 //! libibverbs uprobes on the control path that makes a QP (a "flow" of RDMA traffic): device,
 //! protection domain, memory registration, CQ and QP creation, state changes, destruction.
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::bpf_get_current_pid_tgid,
     macros::{map, uprobe, uretprobe},
     maps::LruHashMap,
     programs::{ProbeContext, RetProbeContext},
 };
 use scaletrace_common::*;
 
-use crate::emit::{emit, header, read_user};
+use crate::emit::{emit, header, now_ns, read_user};
 
 #[map]
 static VERBS_PENDING: LruHashMap<CallKey, VerbsCallEvent> = LruHashMap::with_max_entries(16_384, 0);
@@ -63,9 +63,11 @@ fn verbs_exit(ctx: &RetProbeContext, op: u32) {
     let Some(pending) = VERBS_PENDING.get_ptr_mut(&key) else {
         return;
     };
+    // SAFETY: the entry this thread's entry probe inserted; keyed by thread, so no other
+    // program run touches it, and valid while this one runs (RCU).
     let e = unsafe { &mut *pending };
     e.ret = ctx.ret::<u64>();
-    e.header.ts_ns = unsafe { bpf_ktime_get_ns() };
+    e.header.ts_ns = now_ns();
     if op == VERBS_CREATE_QP {
         e.qp_num = read_user(e.ret + verbs_abi::QP_QP_NUM).unwrap_or(0);
         e.qp_type = read_user(e.ret + verbs_abi::QP_QP_TYPE).unwrap_or(0);

@@ -1,14 +1,14 @@
 //! The verbs data path: the provider's post_send and poll_cq, aggregated per QP in the kernel
 //! (`QP_TRAFFIC`), with a sample of completions sent as events.
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::bpf_get_current_pid_tgid,
     macros::{map, uprobe, uretprobe},
     maps::LruHashMap,
     programs::{ProbeContext, RetProbeContext},
 };
 use scaletrace_common::*;
 
-use crate::emit::{count, emit, read_user};
+use crate::emit::{count, emit, now_ns, read_user};
 
 #[map]
 static QP_TRAFFIC: LruHashMap<QpKey, QpTraffic> = LruHashMap::with_max_entries(MAX_QPS, 0);
@@ -24,6 +24,8 @@ static POLL_PENDING: LruHashMap<u64, u64> = LruHashMap::with_max_entries(16_384,
 #[inline(always)]
 fn qp_traffic(key: &QpKey) -> Option<&'static mut QpTraffic> {
     if let Some(t) = QP_TRAFFIC.get_ptr_mut(key) {
+        // SAFETY: a map value, valid while this program runs (RCU). Two threads of a process
+        // posting on one QP at once may lose an increment: counters, not invariants.
         return Some(unsafe { &mut *t });
     }
     let fresh = QpTraffic {
@@ -34,6 +36,7 @@ fn qp_traffic(key: &QpKey) -> Option<&'static mut QpTraffic> {
     // LRU: a full table evicts the least recently used QP, traffic and all; the loader tells
     // how many from this count and what is left at the end.
     count(STAT_QP_TRACKED);
+    // SAFETY: as above.
     QP_TRAFFIC.get_ptr_mut(key).map(|t| unsafe { &mut *t })
 }
 
@@ -51,7 +54,7 @@ fn post_send(ctx: &ProbeContext) {
     let Some(traffic) = qp_traffic(&key) else {
         return;
     };
-    let now = unsafe { bpf_ktime_get_ns() };
+    let now = now_ns();
     traffic.post_calls += 1;
     let mut wr = first_wr;
     let mut i = 0;
@@ -94,13 +97,14 @@ fn post_send(ctx: &ProbeContext) {
 #[inline(always)]
 fn poll_cq_exit(ctx: &RetProbeContext) {
     let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: copied out at once; keyed by this thread.
     let Some(wc_base) = (unsafe { POLL_PENDING.get(&pid_tgid) }).copied() else {
         return;
     };
     let _ = POLL_PENDING.remove(&pid_tgid);
     let polled = ctx.ret::<i32>();
     let tgid = (pid_tgid >> 32) as u32;
-    let now = unsafe { bpf_ktime_get_ns() };
+    let now = now_ns();
     let every = config!(verbs_sample_every).max(1);
     let mut i = 0u64;
     while i < verbs_abi::MAX_WCS {
@@ -127,6 +131,7 @@ fn poll_cq_exit(ctx: &RetProbeContext) {
             qp_num,
             wr_id,
         };
+        // SAFETY: the post time is copied out at once (another CPU may evict the entry).
         let latency = match unsafe { WR_POSTED.get(&wr_key) } {
             Some(posted) => now.saturating_sub(*posted),
             None => 0,
