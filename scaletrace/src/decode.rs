@@ -96,17 +96,17 @@ pub fn tcp_state_name(state: u32) -> &'static str {
     }
 }
 
+/// An event as the ring buffer carries it: its bytes (tests).
+#[cfg(test)]
+pub fn bytes_of<T: Copy>(v: &T) -> Vec<u8> {
+    // SAFETY: T is one of the repr(C) plain-data events: all of its bytes are initialised.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
+        .to_vec()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn bytes_of<T>(v: &T) -> Vec<u8> {
-        // SAFETY: test-only view of a repr(C) value as bytes.
-        unsafe {
-            std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
-        }
-        .to_vec()
-    }
 
     #[test]
     fn decodes_each_kind() {

@@ -122,19 +122,19 @@ impl Service {
         let dt = self.last_health.elapsed().as_secs_f64().max(1e-3);
         h.updated_utc = utc_text(now_ns(libc::CLOCK_REALTIME));
         h.uptime_s = self.started.elapsed().as_secs_f64();
-        h.events_per_s = (sinks.events - self.last_events) as f64 / dt;
-        h.events_total = sinks.events;
+        h.events_per_s = (sinks.accounting.events - self.last_events) as f64 / dt;
+        h.events_total = sinks.accounting.events;
         h.ring_drops_total = k.ring_drops();
         h.flows_untracked_total = k.untracked_flows();
-        h.decode_errors_total = sinks.decode_errors;
+        h.decode_errors_total = sinks.accounting.decode_errors;
         h.flows_total = sinks.flows_written();
         h.rtt_samples_total = sinks.rtt_written();
         h.retransmits_total = sinks.retransmits_written();
         h.files_completed_total = sinks.files_closed;
         h.rotations_total = self.rotations;
         h.add_spool(stats);
-        h.rows_lost_disk_full_total = sinks.rows_lost_disk_full;
-        self.last_events = sinks.events;
+        h.rows_lost_disk_full_total = sinks.accounting.rows_lost_disk_full;
+        self.last_events = sinks.accounting.events;
         self.last_health = Instant::now();
         match h.write(&self.settings.status_dir) {
             Ok(()) => self.last_health_error = None,
@@ -179,7 +179,7 @@ impl Housekeeping for Service {
             if resumed {
                 log::info!(
                     "space on the spool's disk again: recording resumed ({} rows lost to the full disk so far)",
-                    sinks.rows_lost_disk_full
+                    sinks.accounting.rows_lost_disk_full
                 );
                 self.last_rotation = Instant::now();
             }
@@ -227,7 +227,7 @@ impl Housekeeping for Service {
         log::warn!(
             "the spool's disk is full ({}): dropped the open interval ({} rows lost so far, counted in capture.rows_lost_disk_full) and deleted the {files} oldest completed files ({:.1} MB); {}",
             spool::one_line_redacted(&error.root_cause().to_string()),
-            sinks.rows_lost_disk_full,
+            sinks.accounting.rows_lost_disk_full,
             bytes as f64 / 1e6,
             if resumed {
                 "recording goes on"

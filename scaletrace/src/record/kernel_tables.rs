@@ -39,6 +39,11 @@ impl KernelCounters {
     pub fn zero() -> Self {
         KernelCounters(vec![0; STAT_SLOTS as usize])
     }
+    /// Counters with these values, indexed like `STAT_*` (tests).
+    #[cfg(test)]
+    pub fn from_slots(slots: Vec<u64>) -> Self {
+        KernelCounters(slots)
+    }
     /// Counts since `base` (an earlier reading).
     pub fn since(&self, base: &KernelCounters) -> KernelCounters {
         KernelCounters(

@@ -1,5 +1,6 @@
 //! `scaletrace record`: load, attach, drain the ring buffer into Parquet until the duration
 //! ends or a signal arrives, then detach and flush everything, including flows still open.
+mod accounting;
 mod args;
 mod housekeeping;
 mod kernel_tables;

@@ -7,7 +7,10 @@ use anyhow::{bail, Context as _, Result};
 use aya::maps::{MapData, RingBuf};
 use scaletrace_common::*;
 
-use super::{KernelCounters, KernelTables};
+use super::{
+    accounting::{Accounting, IntervalEnd, IntervalRows},
+    KernelCounters, KernelTables,
+};
 use crate::{
     assemble::Assembler,
     clock::{now_ns, ClockOffset},
@@ -122,15 +125,9 @@ pub struct Sinks {
     qp_sampler: Option<QpSampler>,
     interfaces: Vec<InterfaceRow>,
     interval_start_utc: i64,
-    counters_at_interval_start: KernelCounters,
-    decode_errors_at_interval_start: u64,
     closed: Totals,
-    /// Sum of the wall-clock steps followed in the open interval: its rows before a step were
-    /// stamped by the wrong clock, by up to this much.
-    clock_steps_in_interval: i64,
-    /// Rows dropped because the disk was full: intervals whose files could not be written.
-    pub rows_lost_disk_full: u64,
-    rows_lost_at_interval_start: u64,
+    /// What was read, kept and lost, for the capture rows and the agent's health.
+    pub accounting: Accounting,
     /// The open interval was dropped for a full disk and no new files could be created yet:
     /// events are counted as lost until `try_resume` succeeds.
     disk_full: bool,
@@ -140,8 +137,6 @@ pub struct Sinks {
     snapshot_prev: std::collections::HashMap<u64, (u64, u64, u32)>,
     /// Files completed so far (every table, every interval).
     pub files_closed: u64,
-    pub events: u64,
-    pub decode_errors: u64,
 }
 
 impl Sinks {
@@ -193,19 +188,13 @@ impl Sinks {
             qp_sampler: nic_sysfs.map(|_| QpSampler::new(&node.hostname)),
             interfaces,
             interval_start_utc: start_utc,
-            counters_at_interval_start: KernelCounters::zero(),
-            decode_errors_at_interval_start: 0,
             closed: Totals::default(),
             snapshot_prev: Default::default(),
             qp_snapshot_prev: Default::default(),
-            clock_steps_in_interval: 0,
-            rows_lost_disk_full: 0,
-            rows_lost_at_interval_start: 0,
+            accounting: Accounting::new(),
             disk_full: false,
             files_closed: 0,
             metadata,
-            events: 0,
-            decode_errors: 0,
         })
     }
 
@@ -222,7 +211,7 @@ impl Sinks {
         }
         self.clock = fresh;
         self.assembler.set_clock(fresh);
-        self.clock_steps_in_interval += step.abs();
+        self.accounting.clock_stepped(step);
         for (key, value) in &mut self.metadata {
             match key.as_str() {
                 "scaletrace.clock.offset_ns" => *value = fresh.offset_ns.to_string(),
@@ -268,7 +257,7 @@ impl Sinks {
         match self.writers.as_mut() {
             Some(w) => push(w),
             None if self.disk_full => {
-                self.rows_lost_disk_full += 1;
+                self.accounting.rows_lost_disk_full += 1;
                 Ok(())
             }
             None => Err(anyhow::anyhow!(CLOSED)),
@@ -288,7 +277,7 @@ impl Sinks {
             return 0;
         };
         let bytes = w.bytes();
-        self.rows_lost_disk_full += w.rows();
+        self.accounting.rows_lost_disk_full += w.rows();
         w.abandon();
         bytes
     }
@@ -341,11 +330,11 @@ impl Sinks {
 
     /// One record of the ring buffer, decoded (or not: counted in `decode_errors`).
     fn handle(&mut self, record: Result<Event>) -> Result<()> {
-        self.events += 1;
+        self.accounting.events += 1;
         let event = match record {
             Ok(e) => e,
             Err(e) => {
-                self.decode_errors += 1;
+                self.accounting.decode_errors += 1;
                 log::debug!("undecodable record: {e}");
                 return Ok(());
             }
@@ -523,9 +512,6 @@ impl Sinks {
             Interval::Rotation(snapshots),
         );
         self.interval_start_utc = end_utc;
-        self.clock_steps_in_interval = 0;
-        self.counters_at_interval_start = counters.clone();
-        self.decode_errors_at_interval_start = self.decode_errors;
         result.map(|_| ())
     }
 
@@ -567,46 +553,26 @@ impl Sinks {
                 first_error.get_or_insert(e);
             }
         };
-        let k = counters.since(&self.counters_at_interval_start);
-        let rows_lost_disk_full = self.rows_lost_disk_full - self.rows_lost_at_interval_start;
-        self.rows_lost_at_interval_start = self.rows_lost_disk_full;
         let clock_end = ClockOffset::measure();
-        // against the offset the interval's rows were converted with (the run's first, or the
-        // one adopted after a clock step)
-        let in_use = self.clock;
-        let drift = (clock_end.offset_ns - in_use.offset_ns).abs();
-        let capture = CaptureRow {
-            host: self.node.hostname.clone(),
-            boot_id: self.node.boot_id.clone(),
-            kernel: self.node.kernel.clone(),
-            run_id: self.layout.run_id().into(),
-            start: self.interval_start_utc,
-            end: end_utc,
-            hooks_attached: hooks.attached_list(),
-            hooks_missing: hooks.missing_list(),
-            flows: w.flows.rows(),
-            rtt_samples: w.rtt.rows(),
-            retransmits: w.retransmits.rows(),
-            state_changes: w.states.rows(),
-            nccl_calls: w.nccl.rows(),
-            verbs_calls: w.verbs.rows(),
-            ring_drops_nccl: k.get(STAT_RING_FULL + EVENT_NCCL_CALL),
-            ring_drops_verbs: k.get(STAT_RING_FULL + EVENT_VERBS_CALL),
-            ring_drops: k.ring_drops(),
-            ring_drops_flow_end: k.get(STAT_RING_FULL + EVENT_FLOW_END),
-            ring_drops_rtt: k.get(STAT_RING_FULL + EVENT_RTT_SAMPLE),
-            ring_drops_retransmit: k.get(STAT_RING_FULL + EVENT_RETRANSMIT),
-            ring_drops_state: k.get(STAT_RING_FULL + EVENT_STATE_CHANGE),
-            rtt_samples_skipped_by_interval: k.get(STAT_RATE_LIMITED + EVENT_RTT_SAMPLE),
-            retransmits_over_rate: k.get(STAT_RATE_LIMITED + EVENT_RETRANSMIT),
-            flows_filtered_out: k.get(STAT_FILTERED_FLOWS),
-            flows_untracked_map_full: k.untracked_flows(),
-            rows_lost_disk_full,
+        let capture = self.accounting.close_interval(IntervalEnd {
+            node: &self.node,
+            run_id: self.layout.run_id(),
+            start_utc: self.interval_start_utc,
+            end_utc,
+            hooks,
+            rows: IntervalRows {
+                flows: w.flows.rows(),
+                rtt: w.rtt.rows(),
+                retransmits: w.retransmits.rows(),
+                states: w.states.rows(),
+                nccl: w.nccl.rows(),
+                verbs: w.verbs.rows(),
+            },
+            counters,
             qps_evicted,
-            decode_errors: self.decode_errors - self.decode_errors_at_interval_start,
-            clock_offset_ns: in_use.offset_ns,
-            clock_error_ns: in_use.error_ns + drift + self.clock_steps_in_interval,
-        };
+            clock_in_use: self.clock,
+            clock_now: clock_end,
+        });
         let end_meta = [
             (
                 "scaletrace.clock.end_offset_ns",
@@ -631,7 +597,7 @@ impl Sinks {
                         Err(e) => {
                             // counted in the next interval's capture row
                             if crate::parquet_sink::is_disk_full(&e) {
-                                self.rows_lost_disk_full += rows;
+                                self.accounting.rows_lost_disk_full += rows;
                             }
                             note(Err(e));
                         }
@@ -714,7 +680,7 @@ impl Sinks {
         if self.disk_full && !self.try_resume() {
             bail!(
                 "the disk is still full: the last interval could not be written ({} rows lost to a full disk in this run)",
-                self.rows_lost_disk_full
+                self.accounting.rows_lost_disk_full
             );
         }
         let writers = self.writers.take().context(CLOSED)?;
@@ -733,10 +699,10 @@ impl Sinks {
                 format!(", {n} connections not tracked (kernel flow table full: raise --max-flows)")
             }
         };
-        if self.rows_lost_disk_full > 0 {
+        if self.accounting.rows_lost_disk_full > 0 {
             untracked.push_str(&format!(
                 ", {} rows lost to a full disk",
-                self.rows_lost_disk_full
+                self.accounting.rows_lost_disk_full
             ));
         }
         if let Ok(c) = &capture {
@@ -784,6 +750,7 @@ mod tests {
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
     use super::*;
+    use crate::decode::bytes_of;
 
     /// The kernel tables of a test: flows by cookie, no QPs, counters all zero.
     #[derive(Default)]
@@ -807,14 +774,6 @@ mod tests {
         fn counters(&self) -> Result<KernelCounters> {
             Ok(KernelCounters::zero())
         }
-    }
-
-    fn bytes_of<T>(v: &T) -> Vec<u8> {
-        // SAFETY: test-only view of a repr(C) value as bytes.
-        unsafe {
-            std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
-        }
-        .to_vec()
     }
 
     fn flow(cookie: u64, bytes_acked: u64) -> FlowStats {

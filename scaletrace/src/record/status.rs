@@ -46,8 +46,8 @@ impl StatusLine {
     ) {
         let now = Instant::now();
         let dt = now.duration_since(self.last_at).as_secs_f64().max(1e-3);
-        let rate = (sinks.events - self.last_events) as f64 / dt;
-        self.last_events = sinks.events;
+        let rate = (sinks.accounting.events - self.last_events) as f64 / dt;
+        self.last_events = sinks.accounting.events;
         self.last_at = now;
         let mut msg = format!(
             "{rate:.0} events/s | flows {open_flows} open, {} closed | rtt {} | retrans {} | drops {}",

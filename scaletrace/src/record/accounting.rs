@@ -1,0 +1,205 @@
+//! Capture accounting: what the recorder read, kept and lost, over the run and in the open
+//! interval, for the `capture` row each interval ends with (and the agent's health file). The
+//! kernel's losses are the eBPF counters (`STAT_*`) read where the interval began and ended;
+//! userspace's (records that did not decode, rows a full disk cost) are counted here.
+use scaletrace_common::*;
+
+use super::KernelCounters;
+use crate::{clock::ClockOffset, node::NodeIdentity, probe::Hooks, tables::CaptureRow};
+
+/// Run totals, and where the open interval began.
+#[derive(Debug)]
+pub struct Accounting {
+    /// Records read from the ring buffer.
+    pub events: u64,
+    /// Records that did not decode.
+    pub decode_errors: u64,
+    /// Rows dropped because the disk was full: rows of intervals whose files could not be
+    /// written, and rows that arrived while no file could be opened.
+    pub rows_lost_disk_full: u64,
+    at_interval_start: Mark,
+    /// Sum of the wall-clock steps followed in the open interval: its rows before a step were
+    /// stamped by the wrong clock, by up to this much.
+    clock_steps: i64,
+}
+
+/// The totals where an interval began.
+#[derive(Debug)]
+struct Mark {
+    counters: KernelCounters,
+    decode_errors: u64,
+    rows_lost_disk_full: u64,
+}
+
+/// Rows each table of an interval received.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IntervalRows {
+    pub flows: u64,
+    pub rtt: u64,
+    pub retransmits: u64,
+    pub states: u64,
+    pub nccl: u64,
+    pub verbs: u64,
+}
+
+/// An interval as it ends, for its `capture` row.
+pub struct IntervalEnd<'a> {
+    pub node: &'a NodeIdentity,
+    pub run_id: &'a str,
+    pub start_utc: i64,
+    pub end_utc: i64,
+    pub hooks: &'a Hooks,
+    pub rows: IntervalRows,
+    /// The kernel's counters now.
+    pub counters: &'a KernelCounters,
+    pub qps_evicted: u64,
+    /// The clock offset the interval's rows were converted with (the run's first, or the one
+    /// adopted after a step), and the offset measured now.
+    pub clock_in_use: ClockOffset,
+    pub clock_now: ClockOffset,
+}
+
+impl Accounting {
+    pub fn new() -> Self {
+        Accounting {
+            events: 0,
+            decode_errors: 0,
+            rows_lost_disk_full: 0,
+            at_interval_start: Mark {
+                counters: KernelCounters::zero(),
+                decode_errors: 0,
+                rows_lost_disk_full: 0,
+            },
+            clock_steps: 0,
+        }
+    }
+
+    /// A step of the wall clock (either way) followed in the open interval.
+    pub fn clock_stepped(&mut self, step_ns: i64) {
+        self.clock_steps += step_ns.abs();
+    }
+
+    /// The `capture` row of the interval that ends; the next interval counts from here. Rows
+    /// lost later while this interval's files close count in the next row.
+    pub fn close_interval(&mut self, end: IntervalEnd<'_>) -> CaptureRow {
+        let k = end.counters.since(&self.at_interval_start.counters);
+        let drift = (end.clock_now.offset_ns - end.clock_in_use.offset_ns).abs();
+        let row = CaptureRow {
+            host: end.node.hostname.clone(),
+            boot_id: end.node.boot_id.clone(),
+            kernel: end.node.kernel.clone(),
+            run_id: end.run_id.into(),
+            start: end.start_utc,
+            end: end.end_utc,
+            hooks_attached: end.hooks.attached_list(),
+            hooks_missing: end.hooks.missing_list(),
+            flows: end.rows.flows,
+            rtt_samples: end.rows.rtt,
+            retransmits: end.rows.retransmits,
+            state_changes: end.rows.states,
+            nccl_calls: end.rows.nccl,
+            verbs_calls: end.rows.verbs,
+            ring_drops_nccl: k.get(STAT_RING_FULL + EVENT_NCCL_CALL),
+            ring_drops_verbs: k.get(STAT_RING_FULL + EVENT_VERBS_CALL),
+            ring_drops: k.ring_drops(),
+            ring_drops_flow_end: k.get(STAT_RING_FULL + EVENT_FLOW_END),
+            ring_drops_rtt: k.get(STAT_RING_FULL + EVENT_RTT_SAMPLE),
+            ring_drops_retransmit: k.get(STAT_RING_FULL + EVENT_RETRANSMIT),
+            ring_drops_state: k.get(STAT_RING_FULL + EVENT_STATE_CHANGE),
+            rtt_samples_skipped_by_interval: k.get(STAT_RATE_LIMITED + EVENT_RTT_SAMPLE),
+            retransmits_over_rate: k.get(STAT_RATE_LIMITED + EVENT_RETRANSMIT),
+            flows_filtered_out: k.get(STAT_FILTERED_FLOWS),
+            flows_untracked_map_full: k.untracked_flows(),
+            rows_lost_disk_full: self.rows_lost_disk_full
+                - self.at_interval_start.rows_lost_disk_full,
+            qps_evicted: end.qps_evicted,
+            decode_errors: self.decode_errors - self.at_interval_start.decode_errors,
+            clock_offset_ns: end.clock_in_use.offset_ns,
+            clock_error_ns: end.clock_in_use.error_ns + drift + self.clock_steps,
+        };
+        self.at_interval_start = Mark {
+            counters: end.counters.clone(),
+            decode_errors: self.decode_errors,
+            rows_lost_disk_full: self.rows_lost_disk_full,
+        };
+        self.clock_steps = 0;
+        row
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counters(ring_full_rtt: u64, filtered: u64) -> KernelCounters {
+        let mut slots = vec![0; STAT_SLOTS as usize];
+        slots[(STAT_RING_FULL + EVENT_RTT_SAMPLE) as usize] = ring_full_rtt;
+        slots[STAT_FILTERED_FLOWS as usize] = filtered;
+        KernelCounters::from_slots(slots)
+    }
+
+    fn end<'a>(
+        node: &'a NodeIdentity,
+        hooks: &'a Hooks,
+        counters: &'a KernelCounters,
+    ) -> IntervalEnd<'a> {
+        IntervalEnd {
+            node,
+            run_id: "run",
+            start_utc: 0,
+            end_utc: 1,
+            hooks,
+            rows: IntervalRows::default(),
+            counters,
+            qps_evicted: 0,
+            clock_in_use: ClockOffset {
+                offset_ns: 1_000,
+                error_ns: 5,
+            },
+            clock_now: ClockOffset {
+                offset_ns: 1_300,
+                error_ns: 5,
+            },
+        }
+    }
+
+    #[test]
+    fn each_interval_counts_only_its_own_losses() {
+        let node = NodeIdentity {
+            hostname: "n".into(),
+            boot_id: "b".into(),
+            kernel: "k".into(),
+        };
+        let hooks = Hooks::default();
+        let mut a = Accounting::new();
+        a.decode_errors = 2;
+        a.rows_lost_disk_full = 10;
+        a.clock_stepped(-200_000_000);
+        let first = a.close_interval(end(&node, &hooks, &counters(7, 3)));
+        assert_eq!(
+            (
+                first.ring_drops,
+                first.ring_drops_rtt,
+                first.flows_filtered_out
+            ),
+            (7, 7, 3)
+        );
+        assert_eq!((first.decode_errors, first.rows_lost_disk_full), (2, 10));
+        // the offset in use, its error, the drift since (300 ns) and the step followed
+        assert_eq!(first.clock_offset_ns, 1_000);
+        assert_eq!(first.clock_error_ns, 5 + 300 + 200_000_000);
+
+        a.decode_errors += 1;
+        a.rows_lost_disk_full += 4; // a file of the first interval failed to close
+        let second = a.close_interval(end(&node, &hooks, &counters(9, 3)));
+        assert_eq!((second.ring_drops, second.flows_filtered_out), (2, 0));
+        assert_eq!((second.decode_errors, second.rows_lost_disk_full), (1, 4));
+        assert_eq!(
+            second.clock_error_ns,
+            5 + 300,
+            "a step counts in its own interval only"
+        );
+        // run totals stay whole for the health file
+        assert_eq!((a.decode_errors, a.rows_lost_disk_full), (3, 14));
+    }
+}
