@@ -11,6 +11,7 @@ import textwrap
 import time
 
 import boto3
+from prometheus_client.parser import text_string_to_metric_families
 import duckdb
 import pytest
 
@@ -257,8 +258,13 @@ def test_config_file_health_files_and_bad_settings(net, tmp_path):
     assert proc.returncode == 0, err
     status = json.loads((spool / "status.json").read_text())
     assert status["rotations_total"] >= 2 and status["upload_target"] is None
-    prom = (spool / "scaletrace.prom").read_text()
-    assert "# TYPE scaletrace_ring_drops_total counter" in prom and 'scaletrace_rotations_total{host="' in prom
+    # read by the Prometheus project's own parser of the text format (the one node_exporter's
+    # textfile collector reads; it does not read OpenMetrics)
+    families = {f.name: f for f in text_string_to_metric_families((spool / "scaletrace.prom").read_text())}
+    assert families["scaletrace_ring_drops"].type == "counter"
+    assert families["scaletrace_spool_bytes"].type == "gauge"
+    rotations = families["scaletrace_rotations"].samples[0]
+    assert rotations.labels == {"host": status["host"]} and rotations.value == status["rotations_total"]
     assert {p.name.split("=")[1] for p in spool.glob("table=*")} >= {"capture", "interfaces"}
 
     config.write_text('rotate_intervl = "5m"\n')

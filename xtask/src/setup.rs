@@ -154,18 +154,19 @@ fn bpf_linker() -> Result<()> {
 
 /// DuckDB reads the Parquet in tests; the NCCL wheel ships a real libnccl.so for the uprobe
 /// tests (about 350 MB, no GPU needed); moto is the S3 server of the export tests; Pillow
-/// checks the report screenshots.
-const PYTHON_PACKAGES: [&str; 5] = [
+/// checks the report screenshots; prometheus-client's parser reads the agent's textfile.
+const PYTHON_PACKAGES: [&str; 6] = [
     "duckdb",
     "pytest",
     "nvidia-nccl-cu12",
     "moto[server]",
     "pillow",
+    "prometheus-client",
 ];
 
 fn python_test_tools() -> Result<()> {
     pip_install(
-        "import duckdb, pytest, nvidia.nccl, moto.server, boto3, PIL",
+        "import duckdb, pytest, nvidia.nccl, moto.server, boto3, PIL, prometheus_client",
         &PYTHON_PACKAGES,
         "",
     )

@@ -43,6 +43,13 @@ pub struct Health {
     pub last_upload_ns: u64,
 }
 
+/// A label value escaped as the text format requires: backslash, double quote and line feed.
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 /// UTC text of a UNIX time in ns, as in status.json.
 pub fn utc_text(ns: i64) -> String {
     chrono::DateTime::from_timestamp_nanos(ns)
@@ -64,9 +71,13 @@ impl Health {
         self.last_upload_error = s.last_error.lock().unwrap().clone();
     }
 
-    /// Prometheus text exposition: counters end in `_total`, the rest are gauges.
+    /// Prometheus text exposition (format 0.0.4): counters end in `_total`, the rest are
+    /// gauges. Written here rather than with a metrics crate: node_exporter's textfile collector
+    /// reads only this format (OpenMetrics, all that `prometheus-client` writes, is rejected
+    /// there: node_exporter#1988), and these values are totals the recorder keeps, set each
+    /// period, where a registry's counters only count up.
     pub fn prometheus(&self) -> String {
-        let labels = format!("host=\"{}\"", self.host.replace(['"', '\\'], "_"));
+        let labels = format!("host=\"{}\"", label_value(&self.host));
         let metrics: [(&str, &str, f64, &str); 18] = [
             (
                 "scaletrace_uptime_seconds",
@@ -212,6 +223,14 @@ mod tests {
         assert!(text.contains("scaletrace_last_upload_timestamp_seconds{host=\"n1\"} 1796248800\n"));
         assert_eq!(text.matches("# HELP").count(), 18);
         assert!(text.contains("scaletrace_flows_untracked_total{host=\"n1\"} 0\n"));
+        // a hostname is the kernel's to set: any byte but NUL may be in it
+        let odd = Health {
+            host: "a\"b\\c\nd".into(),
+            ..Default::default()
+        };
+        assert!(odd
+            .prometheus()
+            .contains("scaletrace_events_total{host=\"a\\\"b\\\\c\\nd\"} 0\n"));
         let d = tempfile::tempdir().unwrap();
         h.write(d.path()).unwrap();
         let v: serde_json::Value =
