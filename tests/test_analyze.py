@@ -126,33 +126,45 @@ def test_a_stragglers_extra_work_is_charged_to_it_before_queueing_it_overlaps(tm
     slow iterations' excess by evidence between the slow rank (0.36 s) and queueing on another
     node (0.16 s) whose RTTs rose while the slow rank held the CPU, and the slow rank fell
     below the 5 % floor. The others wait for the straggler's extra work whatever the network
-    does, so that much of each iteration's excess is the straggler's. Here the pricing view
-    runs on fixed inputs: 5 healthy iterations of 100 ms, 5 of 122 ms in which rank 1 did
-    20 ms of extra work and both it and node0's queueing left 20 ms of evidence, and one of
-    115 ms with the extra work and no evidence at all."""
+    does, so that much of each iteration's excess is the straggler's, and its lateness (the
+    same time) claims nothing more. Here the pricing view runs on fixed inputs, healthy step
+    100 ms: 5 iterations of 122 ms in which rank 1 did 20 ms of extra work and both it and
+    node0's queueing left 20 ms of evidence; one of 115 ms with the extra work and no evidence;
+    one of 320 ms with the extra work and a 200 ms retransmit stall on node2; one of 110 ms,
+    less than the extra work, with queueing evidence too."""
     fleet = scenarios.generate(str(tmp_path / "fleet"), [])
     script = subprocess.run([BIN, "sql", "--views-only", fleet], capture_output=True, text=True, check=True).stdout
     # the view as analyze defines it, alone: binding the whole script takes minutes here
     start = script.index("CREATE OR REPLACE VIEW st_culprit_cost AS")
     pricing = script[start:script.index(";\n", start) + 1]
     con = duckdb.connect()
+    steps_ms = [100] * 5 + [122] * 5 + [115, 320, 110]
+    evidence = ([("straggler", "rank 1", i, 20) for i in range(5, 10)]
+                + [("queueing", "node0", i, 20) for i in range(5, 10)]
+                + [("straggler", "rank 1", 11, 20), ("network", "node2", 11, 200), ("queueing", "node0", 12, 30)])
     inputs = {
-        "st_iteration": """SELECT i AS iteration, CASE WHEN i < 5 THEN 100000 WHEN i < 10 THEN 122000 ELSE 115000 END::DOUBLE AS step_us,
-                                  4 AS ranks, i >= 5 AS impaired FROM range(11) r(i)""",
-        "st_healthy_step": "SELECT 100000::DOUBLE AS healthy_step_us, 5 AS healthy_iterations, 11 AS iterations, true AS usable, 'run' AS healthy_from",
-        "st_culprit": "SELECT * FROM (VALUES ('straggler', 'rank 1', true), ('queueing', 'node0', true)) c(cause, culprit, evidenced)",
-        "st_straggler_iteration": "SELECT 'straggler' AS cause, 'rank 1' AS culprit, i AS iteration, 20000::DOUBLE AS extra_own_us FROM range(5, 11) r(i)",
-        "st_culprit_iteration": """SELECT c.cause, c.culprit, i AS iteration, 20000::DOUBLE AS evidence_us
-                                   FROM range(5, 10) r(i), (VALUES ('straggler', 'rank 1'), ('queueing', 'node0')) c(cause, culprit)""",
+        "st_iteration": "SELECT i AS iteration, ms::DOUBLE * 1000 AS step_us, 4 AS ranks, i >= 5 AS impaired FROM (VALUES "
+                        + ", ".join(f"({i}, {ms})" for i, ms in enumerate(steps_ms)) + ") s(i, ms)",
+        "st_healthy_step": "SELECT 100000::DOUBLE AS healthy_step_us, 5 AS healthy_iterations, 13 AS iterations, true AS usable, 'run' AS healthy_from",
+        "st_culprit": """SELECT * FROM (VALUES ('straggler', 'rank 1', true), ('queueing', 'node0', true), ('network', 'node2', true))
+                         c(cause, culprit, evidenced)""",
+        "st_straggler_iteration": "SELECT 'straggler' AS cause, 'rank 1' AS culprit, i AS iteration, 20000::DOUBLE AS extra_own_us FROM range(5, 13) r(i)",
+        "st_culprit_iteration": "SELECT * FROM (VALUES " + ", ".join(f"('{c}', '{k}', {i}, {ms * 1000}::DOUBLE)" for c, k, i, ms in evidence)
+                                + ") e(cause, culprit, iteration, evidence_us)",
     }
     for view, rows in inputs.items():
         con.execute(f"CREATE TABLE {view} AS {rows}")
     con.execute(pricing)
     cost = dict(con.execute("SELECT culprit, step_excess_s FROM st_culprit_cost").fetchall())
-    # the straggler: 20 ms first, then half of the remaining 2 ms, in each of 5 iterations;
-    # and the whole 15 ms of the iteration only its extra work explains
-    assert cost["rank 1"] == pytest.approx(5 * 0.021 + 0.015), cost
-    assert cost["node0"] == pytest.approx(5 * 0.001), cost
+    # the straggler: its 20 ms in each 122 ms iteration, the 15 ms only it explains, its 20 ms
+    # beside the stall, and all 10 ms of the iteration shorter than its extra work
+    assert cost["rank 1"] == pytest.approx(5 * 0.020 + 0.015 + 0.020 + 0.010), cost
+    # queueing: the 2 ms left in each 122 ms iteration, nothing where the straggler explains all
+    assert cost["node0"] == pytest.approx(5 * 0.002), cost
+    # the stall keeps the whole 200 ms it explains
+    assert cost["node2"] == pytest.approx(0.200), cost
+    # and the charges add up to the job's excess
+    assert sum(cost.values()) == pytest.approx(sum(ms - 100 for ms in steps_ms) / 1e3)
 
 
 def test_wrong_numa_gpu_ranks_first(tmp_path):

@@ -999,8 +999,9 @@ FROM own LEFT JOIN st_baseline b ON true;
 -- excess: the others waited at least that long for it, so the slowest rank's own work is the
 -- step's critical path, and RTTs that rise meanwhile (its host's busy CPU answering late, the
 -- others' flows idle) are not what held the step. The rest is shared among the culprits with
--- evidence in the iteration in proportion to their evidence (among the stragglers, by their
--- extra work, when none left evidence in it).
+-- evidence in the iteration in proportion to the evidence not already paid for (a straggler's
+-- lateness is the extra work just charged); without such evidence, among the stragglers by
+-- their extra work. Each iteration's charges add up to its excess.
 CREATE OR REPLACE VIEW st_culprit_cost AS
 WITH parts AS (
     SELECT i.cause, i.culprit, i.iteration, i.evidence_us, 0 AS extra_own_us
@@ -1012,20 +1013,27 @@ b AS (
     FROM parts GROUP BY ALL),
 w AS (
     SELECT b.*, t.step_us - h.healthy_step_us AS excess_us, h.healthy_step_us, h.healthy_from, t.step_us,
-           sum(b.evidence_us) OVER (PARTITION BY b.iteration) AS iteration_evidence_us,
-           sum(b.extra_own_us) OVER (PARTITION BY b.iteration) AS iteration_own_us
+           sum(b.extra_own_us) OVER (PARTITION BY b.iteration) AS iteration_own_us,
+           count(*) OVER (PARTITION BY b.iteration) AS iteration_culprits
     FROM b JOIN st_iteration t USING (iteration) CROSS JOIN st_healthy_step h
     WHERE h.usable),
+own AS (
+    SELECT *, least(greatest(excess_us, 0), iteration_own_us) AS own_first_us FROM w),
 charged AS (
-    SELECT *, least(greatest(excess_us, 0), iteration_own_us) AS own_first_us FROM w)
+    SELECT *, coalesce(own_first_us * extra_own_us / nullif(iteration_own_us, 0), 0) AS own_charge_us FROM own),
+rest AS (
+    SELECT *, greatest(evidence_us - own_charge_us, 0) AS open_evidence_us,
+           sum(greatest(evidence_us - own_charge_us, 0)) OVER (PARTITION BY iteration) AS iteration_open_us
+    FROM charged)
 SELECT cause, culprit, count(*) AS iterations,
-       greatest(0, sum(coalesce(own_first_us * extra_own_us / nullif(iteration_own_us, 0), 0)
+       greatest(0, sum(own_charge_us
                        + (excess_us - own_first_us)
-                         * CASE WHEN iteration_evidence_us > 0 THEN evidence_us / iteration_evidence_us
-                                ELSE extra_own_us / nullif(iteration_own_us, 0) END)) / 1e6 AS step_excess_s,
+                         * CASE WHEN iteration_open_us > 0 THEN open_evidence_us / iteration_open_us
+                                WHEN iteration_own_us > 0 THEN extra_own_us / iteration_own_us
+                                ELSE 1.0 / iteration_culprits END)) / 1e6 AS step_excess_s,
        avg(step_us) / 1e3 AS mean_step_ms, any_value(healthy_step_us) / 1e3 AS healthy_step_ms,
        any_value(healthy_from) AS healthy_from
-FROM charged
+FROM rest
 GROUP BY cause, culprit;
 
 -- Without a healthy step time (a straggler from the first step, no baseline), a straggler is
