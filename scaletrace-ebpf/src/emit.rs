@@ -21,8 +21,11 @@ pub(crate) static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(STAT_S
 #[inline(always)]
 pub(crate) fn count(slot: u32) {
     if let Some(ptr) = STATS.get_ptr_mut(slot) {
-        // SAFETY: a valid slot of a per-CPU array: this CPU's copy, which nothing else writes
-        // while this program runs (eBPF programs are not preempted on their CPU).
+        // SAFETY: a valid, aligned u64 slot of a per-CPU array map: this CPU's copy. A nested
+        // run on this CPU (a softirq's program interrupting one that runs in process context)
+        // can lose an increment between the load and the store: a miscount of one, in counters
+        // that report losses, never memory unsafety. (The bpfel target has no atomic
+        // read-modify-write in core.)
         unsafe { *ptr += 1 };
     }
 }

@@ -77,9 +77,10 @@ fn nccl_exit(ctx: &RetProbeContext, op: u32) {
     let Some(pending) = NCCL_PENDING.get_ptr_mut(&key) else {
         return;
     };
-    // SAFETY: the entry this thread's entry probe inserted; keyed by thread, so no other
-    // program run touches it, and valid while this one runs (RCU).
-    let e = unsafe { &mut *pending };
+    // SAFETY: a valid element of the map. Copied out at once: an LRU map under pressure may
+    // recycle an element for another key, on any CPU.
+    let mut e = unsafe { *pending };
+    let _ = NCCL_PENDING.remove(&key);
     e.result = ctx.ret::<i32>();
     e.header.ts_ns = now_ns();
     if op == NCCL_COMM_INIT_RANK {
@@ -89,8 +90,7 @@ fn nccl_exit(ctx: &RetProbeContext, op: u32) {
             read_user::<u64>(e.comm).unwrap_or(0)
         };
     }
-    emit(EVENT_NCCL_CALL, *e);
-    let _ = NCCL_PENDING.remove(&key);
+    emit(EVENT_NCCL_CALL, e);
 }
 
 macro_rules! nccl_probes {

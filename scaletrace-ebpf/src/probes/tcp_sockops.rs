@@ -10,7 +10,7 @@ use aya_ebpf::{
     },
     helpers::{bpf_get_netns_cookie, bpf_get_socket_cookie},
     macros::{map, sock_ops},
-    maps::{HashMap, PerCpuArray},
+    maps::HashMap,
     programs::SockOpsContext,
     EbpfContext,
 };
@@ -34,10 +34,13 @@ static FLOWS: HashMap<u64, FlowStats> = HashMap::with_max_entries(MAX_FLOWS, 0);
 #[map]
 pub(crate) static TRACKED: HashMap<FlowTuple, u64> = HashMap::with_max_entries(MAX_FLOWS, 0);
 
-/// Per-CPU scratch space for building a flow entry: a FlowStats does not fit on the stack next
-/// to everything else the sock_ops program keeps there.
-#[map]
-static SCRATCH_FLOW: PerCpuArray<FlowStats> = PerCpuArray::with_max_entries(1, 0);
+/// An all-zero flow aggregate: a new flow's entry is inserted from it and filled in place, and
+/// an untracked flow's end is filled in its ring buffer slot. No FlowStats is built anywhere
+/// else: one does not fit the 512-byte stack next to the rest, and a per-CPU scratch slot can
+/// be overwritten halfway by a nested run (a softirq's sock_ops on this CPU interrupting a
+/// connect() or close() callback that runs in process context).
+// SAFETY: FlowStats is plain integers: all-zero bytes are a valid value.
+static EMPTY_FLOW: FlowStats = unsafe { core::mem::zeroed() };
 
 #[sock_ops]
 pub fn scaletrace_sockops(ctx: SockOpsContext) -> u32 {
@@ -129,9 +132,9 @@ fn sock_ops(ctx: &SockOpsContext) -> &aya_ebpf::bindings::bpf_sock_ops {
 #[inline(always)]
 fn flow_mut(cookie: u64) -> Option<&'static mut FlowStats> {
     let flow = FLOWS.get_ptr_mut(cookie)?;
-    // SAFETY: a map value stays valid while this program runs (RCU), and a socket's callbacks
-    // run one at a time under its lock, so no other program run writes this entry meanwhile
-    // (userspace only reads it, and deletes only closed flows).
+    // SAFETY: the element is this socket's: a socket's callbacks run one at a time (under its
+    // lock) and only its close removes the entry (or userspace, after the close), so no other
+    // run writes or reuses this element meanwhile; userspace only reads it.
     Some(unsafe { &mut *flow })
 }
 
@@ -203,21 +206,13 @@ fn wanted_socket(ctx: &SockOpsContext) -> Result<(FlowTuple, u64), FlowTuple> {
     Ok((tuple, netns_cookie))
 }
 
-/// The per-CPU scratch aggregate, reset for a new flow: the slot still holds the previous flow
-/// of this CPU, and a FlowStats does not fit the 512-byte eBPF stack.
+/// Names a zeroed aggregate as this socket's flow.
 #[inline(always)]
-fn fresh_flow(tuple: FlowTuple, cookie: u64, netns_cookie: u64) -> Option<&'static mut FlowStats> {
-    let scratch = SCRATCH_FLOW.get_ptr_mut(0)?;
-    // SAFETY: this CPU's slot of a per-CPU array, which no one else uses while this program
-    // runs; all-zero bytes are a valid FlowStats (plain integers).
-    unsafe { core::ptr::write_bytes(scratch, 0, 1) };
-    // SAFETY: as above: valid, aligned, and not aliased for this program run.
-    let flow = unsafe { &mut *scratch };
+fn init_flow(flow: &mut FlowStats, tuple: FlowTuple, cookie: u64, netns_cookie: u64) {
     flow.tuple = tuple;
     flow.cookie = cookie;
     flow.netns_cookie = netns_cookie;
     flow.srtt_min_us = u32::MAX;
-    Some(flow)
 }
 
 #[inline(always)]
@@ -249,13 +244,9 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
         }
     };
     let cookie = socket_cookie(ctx);
-    let Some(stats) = fresh_flow(tuple, cookie, netns_cookie) else {
-        return Ok(());
-    };
-    stats.start_ns = now_ns();
-    stats.direction = direction;
-    stats.adopted = (look == Look::Adopt) as u8;
-    if FLOWS.insert(cookie, &*stats, 0).is_err() {
+    // Inserted empty, then filled in place: until then userspace sees an entry whose cookie is
+    // not its key, and skips it (`KernelTables::flows`).
+    if FLOWS.insert(cookie, &EMPTY_FLOW, 0).is_err() {
         // An active open comes here at connect() and again once established (where it is
         // retried): count it at the second look only, so each connection counts once. The
         // loader warns once and names the flag that raises the limit; a warning per connection
@@ -271,6 +262,13 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
         let _ = ctx.set_cb_flags((ctx.cb_flags() | BPF_SOCK_OPS_STATE_CB_FLAG) as i32);
         return Ok(());
     }
+    let Some(stats) = flow_mut(cookie) else {
+        return Ok(());
+    };
+    init_flow(stats, tuple, cookie, netns_cookie);
+    stats.start_ns = now_ns();
+    stats.direction = direction;
+    stats.adopted = (look == Look::Adopt) as u8;
     debug!(
         ctx,
         "tracking flow {} local port {} remote port {}",
@@ -415,14 +413,28 @@ fn end_untracked_flow(ctx: &SockOpsContext, cookie: u64) -> Result<(), i64> {
     let Ok((tuple, netns_cookie)) = wanted_socket(ctx) else {
         return Ok(());
     };
-    let Some(flow) = fresh_flow(tuple, cookie, netns_cookie) else {
+    let Some(mut entry) = EVENTS.reserve::<FlowEndEvent>(0) else {
+        count(STAT_RING_FULL + EVENT_FLOW_END);
         return Ok(());
     };
-    flow.untracked = 1;
-    refresh_counters(sock_ops(ctx), flow);
+    let event = entry.as_mut_ptr();
+    // SAFETY: a reserved ring buffer slot of this type, ours until submitted; all-zero bytes
+    // are a valid FlowEndEvent (plain integers).
+    unsafe { core::ptr::write_bytes(event, 0, 1) };
+    // SAFETY: as above; no other reference to the slot exists.
+    let e = unsafe { &mut *event };
     let now = now_ns();
-    flow.end_ns = now;
-    emit_flow_end(flow, now);
+    e.header = EventHeader {
+        kind: EVENT_FLOW_END,
+        _pad: 0,
+        ts_ns: now,
+    };
+    init_flow(&mut e.stats, tuple, cookie, netns_cookie);
+    e.stats.untracked = 1;
+    refresh_counters(sock_ops(ctx), &mut e.stats);
+    e.stats.end_ns = now;
+    entry.submit(0);
+    count(STAT_EMITTED + EVENT_FLOW_END);
     Ok(())
 }
 

@@ -63,17 +63,17 @@ fn verbs_exit(ctx: &RetProbeContext, op: u32) {
     let Some(pending) = VERBS_PENDING.get_ptr_mut(&key) else {
         return;
     };
-    // SAFETY: the entry this thread's entry probe inserted; keyed by thread, so no other
-    // program run touches it, and valid while this one runs (RCU).
-    let e = unsafe { &mut *pending };
+    // SAFETY: a valid element of the map. Copied out at once: an LRU map under pressure may
+    // recycle an element for another key, on any CPU.
+    let mut e = unsafe { *pending };
+    let _ = VERBS_PENDING.remove(&key);
     e.ret = ctx.ret::<u64>();
     e.header.ts_ns = now_ns();
     if op == VERBS_CREATE_QP {
         e.qp_num = read_user(e.ret + verbs_abi::QP_QP_NUM).unwrap_or(0);
         e.qp_type = read_user(e.ret + verbs_abi::QP_QP_TYPE).unwrap_or(0);
     }
-    emit(EVENT_VERBS_CALL, *e);
-    let _ = VERBS_PENDING.remove(&key);
+    emit(EVENT_VERBS_CALL, e);
 }
 
 macro_rules! verbs_probes {

@@ -24,8 +24,9 @@ static POLL_PENDING: LruHashMap<u64, u64> = LruHashMap::with_max_entries(16_384,
 #[inline(always)]
 fn qp_traffic(key: &QpKey) -> Option<&'static mut QpTraffic> {
     if let Some(t) = QP_TRAFFIC.get_ptr_mut(key) {
-        // SAFETY: a map value, valid while this program runs (RCU). Two threads of a process
-        // posting on one QP at once may lose an increment: counters, not invariants.
+        // SAFETY: a valid element of the map. Two threads of a process posting on one QP at
+        // once may lose an increment, and a table full of QPs may recycle this element for
+        // another QP (the loader reports evictions): counters, not invariants.
         return Some(unsafe { &mut *t });
     }
     let fresh = QpTraffic {

@@ -76,7 +76,13 @@ impl KernelCounters {
 
 impl KernelTables for KernelMaps {
     fn flows(&self) -> Vec<(u64, FlowStats)> {
-        self.flows.iter().filter_map(|r| r.ok()).collect()
+        // A new flow's entry is inserted empty and filled in place: one read in between has
+        // no cookie yet and is skipped (it is read whole at the next look).
+        self.flows
+            .iter()
+            .filter_map(|r| r.ok())
+            .filter(|(cookie, s)| s.cookie == *cookie)
+            .collect()
     }
 
     fn remove_flow(&mut self, cookie: u64) {
