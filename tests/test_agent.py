@@ -258,8 +258,8 @@ def test_config_file_health_files_and_bad_settings(net, tmp_path):
     assert proc.returncode == 0, err
     status = json.loads((spool / "status.json").read_text())
     assert status["rotations_total"] >= 2 and status["upload_target"] is None
-    # read by the Prometheus project's own parser of the text format (the one node_exporter's
-    # textfile collector reads; it does not read OpenMetrics)
+    # read by the Prometheus project's Python parser of the text format (node_exporter's textfile
+    # collector reads this format with Go's expfmt, stricter; it does not read OpenMetrics)
     families = {f.name: f for f in text_string_to_metric_families((spool / "scaletrace.prom").read_text())}
     assert families["scaletrace_ring_drops"].type == "counter"
     assert families["scaletrace_spool_bytes"].type == "gauge"

@@ -455,8 +455,9 @@ pub struct VerbsCallEvent {
     pub device: [u8; 16],
 }
 
-// Sizes with no implicit padding: the kernel and userspace must agree byte for byte. Checked
-// at compile time, so a field added on one side fails the eBPF build and the loader's alike.
+// The sizes the kernel and userspace exchange, byte for byte (each struct's padding is written
+// out as fields). Checked at compile time, so a field added to one struct fails the eBPF build
+// and the loader's alike until its size here is updated on purpose.
 macro_rules! assert_size {
     ($($t:ty => $n:expr,)+) => {$(
         const _: () = assert!(core::mem::size_of::<$t>() == $n, concat!("size of ", stringify!($t)));

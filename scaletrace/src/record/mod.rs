@@ -20,6 +20,7 @@ pub use args::RecordArgs;
 use housekeeping::Rotation;
 pub use housekeeping::{Housekeeping, Session, StartHousekeeping};
 pub use kernel_tables::{KernelCounters, KernelMaps, KernelTables};
+use sinks::ring_records;
 pub use sinks::Sinks;
 use status::StatusLine;
 
@@ -233,7 +234,7 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
     // Detach first so no event is produced after the final drain.
     drop(ebpf);
     let mut ring = ring.into_inner();
-    let finish = sinks.finish(sinks::ring_records(&mut ring), &mut maps, &hooks);
+    let finish = sinks.finish(ring_records(&mut ring), &mut maps, &hooks);
     let gpu_finish = gpus.map(|g| g.finish());
     let finish = match (finish, gpu_finish) {
         (Ok(summary), Some(Ok(gpu))) => Ok(format!("{summary}; {gpu}")),
@@ -340,7 +341,7 @@ async fn event_loop(
         tokio::select! {
             guard = ring.readable_mut() => {
                 let mut guard = guard.context("waiting on the ring buffer")?;
-                let drained = sinks.drain(sinks::ring_records(guard.get_inner_mut()));
+                let drained = sinks.drain(ring_records(guard.get_inner_mut()));
                 rotation.survive_disk_full(sinks, drained)?;
                 guard.clear_ready();
             }
