@@ -7,6 +7,7 @@ use aya_ebpf::{
 };
 use scaletrace_common::*;
 
+use super::calls::{entry_exit_probes, hold, take};
 use crate::emit::{emit, header, now_ns, read_user};
 
 /// NCCL calls between entry and return.
@@ -59,28 +60,14 @@ fn nccl_enter(ctx: &ProbeContext, op: u32) {
         }
         _ => {}
     }
-    let key = CallKey {
-        pid_tgid,
-        op,
-        _pad: 0,
-    };
-    let _ = NCCL_PENDING.insert(&key, &e, 0);
+    hold(&NCCL_PENDING, op, &e);
 }
 
 #[inline(always)]
 fn nccl_exit(ctx: &RetProbeContext, op: u32) {
-    let key = CallKey {
-        pid_tgid: bpf_get_current_pid_tgid(),
-        op,
-        _pad: 0,
-    };
-    let Some(pending) = NCCL_PENDING.get_ptr_mut(&key) else {
+    let Some(mut e) = take(&NCCL_PENDING, op) else {
         return;
     };
-    // SAFETY: a valid element of the map. Copied out at once: an LRU map under pressure may
-    // recycle an element for another key, on any CPU.
-    let mut e = unsafe { *pending };
-    let _ = NCCL_PENDING.remove(&key);
     e.result = ctx.ret::<i32>();
     e.header.ts_ns = now_ns();
     if op == NCCL_COMM_INIT_RANK {
@@ -93,23 +80,8 @@ fn nccl_exit(ctx: &RetProbeContext, op: u32) {
     emit(EVENT_NCCL_CALL, e);
 }
 
-macro_rules! nccl_probes {
-    ($($enter:ident, $exit:ident => $op:expr;)+) => {$(
-        #[uprobe]
-        pub fn $enter(ctx: ProbeContext) -> u32 {
-            nccl_enter(&ctx, $op);
-            0
-        }
-
-        #[uretprobe]
-        pub fn $exit(ctx: RetProbeContext) -> u32 {
-            nccl_exit(&ctx, $op);
-            0
-        }
-    )+};
-}
-
-nccl_probes! {
+entry_exit_probes! {
+    nccl_enter, nccl_exit;
     nccl_all_reduce, nccl_all_reduce_ret => NCCL_ALL_REDUCE;
     nccl_all_gather, nccl_all_gather_ret => NCCL_ALL_GATHER;
     nccl_reduce_scatter, nccl_reduce_scatter_ret => NCCL_REDUCE_SCATTER;

@@ -8,6 +8,7 @@ use aya_ebpf::{
 };
 use scaletrace_common::*;
 
+use super::calls::{entry_exit_probes, hold, take};
 use crate::emit::{emit, header, now_ns, read_user};
 
 #[map]
@@ -45,28 +46,14 @@ fn verbs_enter(ctx: &ProbeContext, op: u32) {
         }
         _ => {}
     }
-    let key = CallKey {
-        pid_tgid,
-        op,
-        _pad: 0,
-    };
-    let _ = VERBS_PENDING.insert(&key, &e, 0);
+    hold(&VERBS_PENDING, op, &e);
 }
 
 #[inline(always)]
 fn verbs_exit(ctx: &RetProbeContext, op: u32) {
-    let key = CallKey {
-        pid_tgid: bpf_get_current_pid_tgid(),
-        op,
-        _pad: 0,
-    };
-    let Some(pending) = VERBS_PENDING.get_ptr_mut(&key) else {
+    let Some(mut e) = take(&VERBS_PENDING, op) else {
         return;
     };
-    // SAFETY: a valid element of the map. Copied out at once: an LRU map under pressure may
-    // recycle an element for another key, on any CPU.
-    let mut e = unsafe { *pending };
-    let _ = VERBS_PENDING.remove(&key);
     e.ret = ctx.ret::<u64>();
     e.header.ts_ns = now_ns();
     if op == VERBS_CREATE_QP {
@@ -76,23 +63,8 @@ fn verbs_exit(ctx: &RetProbeContext, op: u32) {
     emit(EVENT_VERBS_CALL, e);
 }
 
-macro_rules! verbs_probes {
-    ($($enter:ident, $exit:ident => $op:expr;)+) => {$(
-        #[uprobe]
-        pub fn $enter(ctx: ProbeContext) -> u32 {
-            verbs_enter(&ctx, $op);
-            0
-        }
-
-        #[uretprobe]
-        pub fn $exit(ctx: RetProbeContext) -> u32 {
-            verbs_exit(&ctx, $op);
-            0
-        }
-    )+};
-}
-
-verbs_probes! {
+entry_exit_probes! {
+    verbs_enter, verbs_exit;
     ibv_open_device, ibv_open_device_ret => VERBS_OPEN_DEVICE;
     ibv_alloc_pd, ibv_alloc_pd_ret => VERBS_ALLOC_PD;
     ibv_reg_mr, ibv_reg_mr_ret => VERBS_REG_MR;
