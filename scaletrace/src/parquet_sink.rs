@@ -287,6 +287,33 @@ mod tests {
     }
 
     #[test]
+    fn gpu_samples_keep_their_nvlink_counters() {
+        // The sampler filled NVLink throughput and error counters that no column wrote.
+        let row = GpuSampleRow {
+            nvlink_tx_bytes_per_s: Some(2048.0),
+            nvlink_crc_errors: Some(3),
+            nvlink_recovery_errors: Some(1),
+            ..Default::default()
+        };
+        let batch = to_batch(&[row]).unwrap();
+        for column in [
+            "nvlink_tx_bytes_per_s",
+            "nvlink_rx_bytes_per_s",
+            "nvlink_crc_errors",
+            "nvlink_replay_errors",
+            "nvlink_recovery_errors",
+        ] {
+            assert!(batch.column_by_name(column).is_some(), "no column {column}");
+        }
+        let crc = batch.column_by_name("nvlink_crc_errors").unwrap();
+        let crc = crc
+            .as_any()
+            .downcast_ref::<arrow::array::UInt64Array>()
+            .unwrap();
+        assert_eq!(crc.value(0), 3);
+    }
+
+    #[test]
     fn unwritable_directory_is_a_clear_error() {
         let err = TableWriter::<FlowRow>::create(Path::new("/proc/definitely/not"), "x", &[])
             .err()

@@ -672,6 +672,36 @@ impl Table for GpuSampleRow {
                 "Active clock throttle reasons, comma-separated; empty when none.",
                 |r| r.throttle_reasons.as_deref(),
             ),
+            opt_f64_col(
+                "nvlink_tx_bytes_per_s",
+                "bytes/s",
+                "NVLink data transmitted over all links since the device's previous sample (NVML field 138); null without NVLink and in a device's first sample.",
+                |r| r.nvlink_tx_bytes_per_s,
+            ),
+            opt_f64_col(
+                "nvlink_rx_bytes_per_s",
+                "bytes/s",
+                "NVLink data received over all links since the previous sample (NVML field 139).",
+                |r| r.nvlink_rx_bytes_per_s,
+            ),
+            opt_u64_col(
+                "nvlink_crc_errors",
+                "count",
+                "NVLink CRC (flit) errors over all links since the driver loaded (NVML field 45): a count that rises is a bad link.",
+                |r| r.nvlink_crc_errors,
+            ),
+            opt_u64_col(
+                "nvlink_replay_errors",
+                "count",
+                "NVLink replays over all links since the driver loaded (NVML field 52).",
+                |r| r.nvlink_replay_errors,
+            ),
+            opt_u64_col(
+                "nvlink_recovery_errors",
+                "count",
+                "NVLink recoveries over all links since the driver loaded (NVML field 59).",
+                |r| r.nvlink_recovery_errors,
+            ),
         ]
     }
 }
