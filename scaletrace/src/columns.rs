@@ -171,6 +171,44 @@ pub fn opt_str_col<R: 'static>(
     }
 }
 
+/// Declares a table once: the row struct, one field per column in column order, and its
+/// `Table` impl (name, description, and each column's kind, unit and meaning), each column
+/// reading the field of its name. A field without a column, or a column without a field, is
+/// not possible: `gpu_samples` once sampled NVLink counters no column wrote.
+macro_rules! table {
+    (@get str_col, $field:ident) => {
+        |r| &*r.$field
+    };
+    (@get opt_str_col, $field:ident) => {
+        |r| r.$field.as_deref()
+    };
+    (@get $kind:ident, $field:ident) => {
+        |r| r.$field
+    };
+    (
+        $(#[$meta:meta])*
+        pub struct $row:ident in $name:literal {
+            description: $description:expr,
+            $($field:ident: $ty:ty => $kind:ident($($spec:expr),*)),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Default, PartialEq)]
+        pub struct $row {
+            $(pub $field: $ty,)+
+        }
+
+        impl Table for $row {
+            const NAME: &'static str = $name;
+            const DESCRIPTION: &'static str = $description;
+            fn columns() -> Vec<Column<Self>> {
+                vec![$($kind(stringify!($field), $($spec,)* table!(@get $kind, $field)),)+]
+            }
+        }
+    };
+}
+pub(crate) use table;
+
 /// A table: its name, what one row means, and its columns.
 pub trait Table: Sized + 'static {
     const NAME: &'static str;
