@@ -98,8 +98,35 @@ def test_a_job_exiting_is_no_contention(tmp_path):
     assert found == [], [(f["category"], f["subject"], f["summary"]) for f in found]
 
 
+def test_an_rtt_outlier_on_a_job_that_lost_no_time_is_not_a_finding(tmp_path):
+    """A clean 4-rank DDP run in CI got "flow ...: RTT p99 6163 us is 3.2x the fleet median p99":
+    on a busy host one flow's tail stands out by chance while no step got slower. With the
+    collective timelines to tell, it is listed as having stood out, not as a finding; without
+    timelines it is all the diagnosis there is, and a finding. Here one flow of a clean fleet gets
+    2 % of its RTT samples at 3 ms (one per 50 steps: too few in any step to queue it)."""
+    fleet = scenarios.generate(str(tmp_path / "fleet"), [])
+    rtt = os.path.join(fleet, "node0", "rtt")
+    duckdb.connect().execute(f"""COPY (
+        SELECT * REPLACE (ts + INTERVAL 5 MILLISECOND AS ts, 3000::UINTEGER AS srtt_us)
+        FROM read_parquet('{rtt}/*.parquet') WHERE flow_id = 1001
+        QUALIFY row_number() OVER (ORDER BY ts) % 50 = 0) TO '{rtt}/spikes.parquet' (FORMAT parquet)""")
+    out = tmp_path / "findings.json"
+    proc = analyze(fleet, "--json", str(out), "--no-report")
+    assert json.loads(out.read_text()) == [], proc.stderr
+    latency = proc.stderr.split("\nLatency")[1].split("\n\n")[0]
+    assert "nothing found" in latency and "stood out" in latency and "RTT p99 3000 us" in latency, latency
+    # the same recording without timelines: the outlier is the finding
+    for node in os.listdir(fleet):
+        shutil.rmtree(os.path.join(fleet, node, "gpu_events"))
+    analyze(fleet, "--json", str(out), "--no-report")
+    found = json.loads(out.read_text())
+    assert [(f["scope"], f["host"]) for f in found] == [("tail_outlier", "node0")], found
+
+
 def test_congested_peer_ranks_first(tmp_path):
     found, _ = findings(tmp_path, ["congested_peer"])
+    # the verdict: the collectives stretched by its queueing
+    assert (found[0]["category"], found[0]["subject"]) == ("slowdown", f"node{scenarios.CONGESTED}"), found[0]
     assert first(found, "contention", "peer")["subject"] == scenarios.ip(scenarios.CONGESTED)
     outlier = first(found, "latency", "tail_outlier")
     assert outlier["subject"].split(" -> ")[1].startswith(scenarios.ip(scenarios.CONGESTED) + ":")

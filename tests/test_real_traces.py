@@ -314,6 +314,47 @@ def test_collectives_that_do_not_overlap_are_not_one_step(tmp_path):
     assert con.execute("SELECT max(wait_fraction) FROM st_collective_rank_step").fetchone()[0] is None
 
 
+def test_two_runs_of_the_same_ranks_are_not_one_job(tmp_path):
+    """Two runs of one 2-rank job on the same hosts, an hour apart, read together: their
+    collectives (matched by order) made one "job" spanning both. A later trace of the same
+    process (a profiler schedule with `repeat` writes one per cycle) is the same job; one from
+    another process is another run: refused and said."""
+    base = 1_700_000_000_000_000_000
+    steps = 5
+
+    def write(rank, name, start_ns, pid):
+        events = []
+        for k in range(steps):
+            t = k * 100
+            events.append({"ph": "X", "cat": "cpu_op", "name": "forward", "pid": pid, "tid": pid, "ts": t, "dur": 50})
+            events.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)",
+                           "pid": 0, "tid": 7, "ts": t + 50 + rank, "dur": 20, "args": {"device": 0, "stream": 7}})
+        doc = {"distributedInfo": {"rank": rank, "world_size": 2}, "baseTimeNanoseconds": start_ns, "traceEvents": events}
+        p = tmp_path / f"{name}-r{rank}.json"
+        p.write_text(json.dumps(doc))
+        assert run("import", str(p), "--out", str(tmp_path / name / f"n{rank}"), "--host", f"n{rank}").returncode == 0
+
+    def matched(*names):
+        con = sql_script(*(str(tmp_path / n) for n in names))
+        return con.execute("SELECT count(DISTINCT step) FROM st_collective_rank_step").fetchone()[0], con
+
+    hour = 3600 * 10**9
+    for rank in (0, 1):
+        write(rank, "first", base, 100 + rank)
+        write(rank, "cycle", base + hour, 100 + rank)
+        write(rank, "rerun", base + hour, 200 + rank)
+    assert matched("first")[0] == steps
+    assert matched("first", "cycle")[0] == 2 * steps
+    n, con = matched("first", "rerun")
+    assert n == steps
+    reasons = [r for (r,) in con.execute("SELECT reason FROM st_rank_refused ORDER BY rank").fetchall()]
+    assert len(reasons) == 2 and all("another process" in r and "another run" in r for r in reasons), reasons
+    proc = run("analyze", str(tmp_path / "first"), str(tmp_path / "rerun"), "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    assert "not matched: n1 rank 1: rerun-r1" in proc.stderr, proc.stderr
+    assert "2 ranks (2 traces not of this job left out" in proc.stderr, proc.stderr
+
+
 def test_printed_sql_runs_on_a_real_recording(net, tmp_path):
     """The script `scaletrace sql` prints, on real recorded Parquet (nanosecond timestamps with
     time zone), in the DuckDB that setup installs for Python."""

@@ -20,7 +20,7 @@ pub struct ImportArgs {
     pub traces: Vec<PathBuf>,
 
     /// Directory of the capture; events go to <OUT>/gpu_events/.
-    #[arg(short, long, default_value = "./traces")]
+    #[arg(short, long, default_value = crate::layout::DEFAULT_DIR)]
     pub out: PathBuf,
 
     /// Host the traces were recorded on (default: this host), to join with its network tables.

@@ -84,6 +84,9 @@ pub fn partial_path(final_path: &Path) -> PathBuf {
     final_path.with_extension(&PARTIAL_EXTENSION[1..])
 }
 
+/// Where `record` and `import` write and `analyze`, `sql` and `merge` read when given no path.
+pub const DEFAULT_DIR: &str = "./traces";
+
 /// The file name ending of a table's file being written.
 pub const PARTIAL_EXTENSION: &str = ".parquet.partial";
 /// ... and of a complete one.

@@ -13,7 +13,7 @@ use crate::{analyze, parquet_sink::TableWriter, tables::WindowRow};
 #[derive(Debug, Args)]
 pub struct MergeArgs {
     /// Directories (searched recursively), Parquet files or glob patterns, as for `analyze`.
-    #[arg(default_value = "./traces", num_args = 1..)]
+    #[arg(default_value = crate::layout::DEFAULT_DIR, num_args = 1..)]
     pub paths: Vec<String>,
 
     /// Window length (e.g. 100ms, 1s).

@@ -27,7 +27,7 @@ pub const VIEWS_SQL: &str = include_str!("views.sql");
 pub struct AnalyzeArgs {
     /// Directories (searched recursively), Parquet files or glob patterns: the output of
     /// `record`/`import` on one node, or a whole fleet's tree.
-    #[arg(default_value = "./traces", num_args = 1..)]
+    #[arg(default_value = crate::layout::DEFAULT_DIR, num_args = 1..)]
     pub paths: Vec<String>,
 
     /// Window length for time-based diagnoses (bursts, co-degradation, GPU idle).
@@ -116,7 +116,7 @@ impl Resources {
 #[derive(Debug, Args)]
 pub struct SqlArgs {
     /// Directories, Parquet files or glob patterns, as for `analyze`.
-    #[arg(default_value = "./traces", num_args = 1..)]
+    #[arg(default_value = crate::layout::DEFAULT_DIR, num_args = 1..)]
     pub paths: Vec<String>,
 
     /// Window length written into st_params.
@@ -151,6 +151,11 @@ pub struct Finding {
     /// Estimated job time this cost (the `slowdown` verdicts).
     pub time_lost_s: Option<f64>,
     pub summary: String,
+    /// Why `st_finding` holds this back (evidence that stood out on a job that lost no time,
+    /// a rank that arrived last while held up by something else): shown as such, never a
+    /// finding (not in `--json`).
+    #[serde(default, skip_serializing)]
+    pub withheld: Option<String>,
 }
 
 /// A culprit with evidence whose cost stays below the verdict's floors (`st_below_floors`).
@@ -339,7 +344,10 @@ pub struct Overview {
     /// Retransmit tracepoint events read (one per retransmitted skb, which may hold several
     /// segments; flows the capture missed included).
     pub retransmits: i64,
+    /// Ranks analyzed as one job.
     pub ranks: i64,
+    /// Trace files left out as not of that job (`st_rank_refused`).
+    pub refused_traces: i64,
     pub collective_ops: i64,
     pub gpu_events: i64,
     /// RDMA devices with port or hardware counters in `nic_counters`.
@@ -352,13 +360,17 @@ impl Overview {
     /// "4 hosts, 16 flows, ... 2026-01-01 00:00:00 .. 2026-01-01 00:00:29 UTC"
     pub fn describe(&self) -> String {
         format!(
-            "{} hosts, {} flows, {} RTT samples, {} retransmitted segments ({} retransmit events), {} ranks, {} collective operations, {} timeline events; {} .. {} UTC",
+            "{} hosts, {} flows, {} RTT samples, {} retransmitted segments ({} retransmit events), {} ranks{}, {} collective operations, {} timeline events; {} .. {} UTC",
             self.hosts,
             self.flows,
             self.rtt_samples,
             self.retransmitted_segments,
             self.retransmits,
             self.ranks,
+            match self.refused_traces {
+                0 => String::new(),
+                n => format!(" ({n} traces not of this job left out: `not matched` above)"),
+            },
             self.collective_ops,
             self.gpu_events,
             self.first.as_deref().unwrap_or("?"),
@@ -373,7 +385,10 @@ const OVERVIEW_SQL: &str = "SELECT
     (SELECT count(*) FROM rtt) AS rtt_samples,
     (SELECT coalesce(sum(retransmits), 0) FROM st_retrans_flow)::BIGINT AS retransmitted_segments,
     (SELECT count(*) FROM retransmits) AS retransmits,
-    (SELECT count(*) FROM (SELECT host, rank FROM st_rank_trace UNION SELECT host, rank FROM st_collective_op)) AS ranks,
+    -- the ranks analyzed as one job; traces of other runs are refused and said
+    (SELECT count(*) FROM (SELECT host, rank FROM st_rank_trace WHERE (host, rank, source) NOT IN (SELECT (host, rank, source) FROM st_rank_refused)
+                           UNION SELECT host, rank FROM st_collective_op)) AS ranks,
+    (SELECT count(*) FROM st_rank_refused) AS refused_traces,
     (SELECT count(*) FROM st_collective_op) AS collective_ops,
     (SELECT count(*) FROM gpu_events) AS gpu_events,
     (SELECT count(*) FROM (SELECT DISTINCT host, device FROM nic_counters WHERE source IN ('ib', 'ib_hw'))) AS rdma_devices,
@@ -460,19 +475,47 @@ pub fn report_refusals(db: &DuckDb) {
     }
 }
 
-pub const REFUSALS_SQL: &str = "SELECT printf('%s rank %d: %s', host, rank, reason) AS what FROM st_rank_refused
+pub const REFUSALS_SQL: &str = "SELECT printf('%s rank %d: %s%s', host, rank, reason,
+              CASE WHEN count(*) > 1 THEN printf(' (%d traces)', count(*)) ELSE '' END) AS what
+FROM st_rank_refused GROUP BY host, rank, reason
 UNION ALL
-SELECT printf('%d %s operations (%s): %d not on every rank, %d whose ranks'' operations do not overlap in time',
-              steps, collective, source, not_on_every_rank, not_overlapping)
+SELECT printf('%d %s operations (%s): %d not on every rank, %d more than once on a rank, %d whose ranks'' operations do not overlap in time',
+              steps, collective, source, not_on_every_rank, repeated, not_overlapping)
 FROM st_collective_refused
 -- a trace cut at its edges leaves a partial step or two: not worth a line
-WHERE not_on_every_rank > 2 OR not_overlapping > 0";
+WHERE not_on_every_rank > 2 OR repeated > 0 OR not_overlapping > 0";
 
 /// The first `top` findings with their position, and how many more the report has.
 fn print_ranked(err: &mut impl std::io::Write, ranked: &[(i64, &Finding)], top: usize, what: &str) {
     let line =
         |(position, f): &(i64, &Finding)| format!("  {position}. [{}] {}", f.scope, f.summary);
     print_top(err, ranked, top, line, "     ", what);
+}
+
+/// A category's findings: the verdict as one ranking across nodes, links and ranks (by the
+/// time each cost), the evidence ranked within each scope.
+fn print_category(err: &mut impl std::io::Write, title: &str, of: &[&Finding], top: usize) {
+    if of.is_empty() {
+        let _ = writeln!(err, "\n{title}: nothing found");
+        return;
+    }
+    let _ = writeln!(err, "\n{title}: {} finding(s)", of.len());
+    if of[0].category == "slowdown" {
+        let ranked: Vec<(i64, &Finding)> = (1..).zip(of.iter().copied()).collect();
+        print_ranked(err, &ranked, top, "");
+        return;
+    }
+    let mut scopes: Vec<&str> = of.iter().map(|f| f.scope.as_str()).collect();
+    scopes.sort_by_key(|s| SCOPE_ORDER.iter().position(|o| o == s));
+    scopes.dedup();
+    for scope in scopes {
+        let ranked: Vec<(i64, &Finding)> = of
+            .iter()
+            .filter(|f| f.scope == scope)
+            .map(|f| (f.rank_in_scope, *f))
+            .collect();
+        print_ranked(err, &ranked, top, &format!(" {scope} findings"));
+    }
 }
 
 /// Under an empty verdict: what came closest, so that "nothing found" on a job that did get
@@ -493,6 +536,35 @@ fn print_below_floors(err: &mut impl std::io::Write, below: &[BelowFloors], top:
         "    ",
         "",
     );
+}
+
+/// What a category held back, by reason (`Finding::withheld`): said, so that "nothing found"
+/// does not hide it, and said not to be a finding.
+fn print_withheld(err: &mut impl std::io::Write, withheld: &[&Finding], top: usize) {
+    for (reason, of) in withheld_by_reason(withheld) {
+        let _ = writeln!(err, "  {reason} (not findings):");
+        print_top(
+            err,
+            &of,
+            top,
+            |f| format!("  - [{}] {}", f.scope, f.summary),
+            "    ",
+            "",
+        );
+    }
+}
+
+/// Withheld rows grouped by their reason, in the order the reasons first appear.
+pub fn withheld_by_reason<'a>(withheld: &[&'a Finding]) -> Vec<(&'a str, Vec<&'a Finding>)> {
+    let mut groups: Vec<(&str, Vec<&Finding>)> = Vec::new();
+    for f in withheld {
+        let reason = f.withheld.as_deref().unwrap_or_default();
+        match groups.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, of)) => of.push(f),
+            None => groups.push((reason, vec![f])),
+        }
+    }
+    groups
 }
 
 /// The first `top` items (at least one), one line each, then how many more the report holds.
@@ -558,9 +630,11 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         .into_iter()
         .next()
         .context("empty overview")?;
-    let findings: Vec<Finding> = db
-        .rows("SELECT * FROM findings")
-        .context("running the diagnoses")?;
+    let (withheld, findings): (Vec<Finding>, Vec<Finding>) = db
+        .rows::<Finding>("SELECT * FROM st_finding")
+        .context("running the diagnoses")?
+        .into_iter()
+        .partition(|f| f.withheld.is_some());
 
     let below_floors: Vec<BelowFloors> = if overview.collective_ops > 0 {
         db.rows(BelowFloors::SQL)
@@ -598,31 +672,12 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
             continue;
         }
         let of: Vec<&Finding> = findings.iter().filter(|f| f.category == category).collect();
-        if of.is_empty() {
-            let _ = writeln!(err, "\n{title}: nothing found");
-            if category == "slowdown" {
-                print_below_floors(&mut err, &below_floors, args.top);
-            }
-            continue;
+        print_category(&mut err, title, &of, args.top);
+        if of.is_empty() && category == "slowdown" {
+            print_below_floors(&mut err, &below_floors, args.top);
         }
-        let _ = writeln!(err, "\n{title}: {} finding(s)", of.len());
-        if category == "slowdown" {
-            // the verdict is one ranking across nodes, links and ranks: by the time each cost
-            let ranked: Vec<(i64, &Finding)> = (1..).zip(of.iter().copied()).collect();
-            print_ranked(&mut err, &ranked, args.top, "");
-            continue;
-        }
-        let mut scopes: Vec<&str> = of.iter().map(|f| f.scope.as_str()).collect();
-        scopes.sort_by_key(|s| SCOPE_ORDER.iter().position(|o| o == s));
-        scopes.dedup();
-        for scope in scopes {
-            let ranked: Vec<(i64, &Finding)> = of
-                .iter()
-                .filter(|f| f.scope == scope)
-                .map(|f| (f.rank_in_scope, *f))
-                .collect();
-            print_ranked(&mut err, &ranked, args.top, &format!(" {scope} findings"));
-        }
+        let held: Vec<&Finding> = withheld.iter().filter(|f| f.category == category).collect();
+        print_withheld(&mut err, &held, args.top);
     }
     if !not_analyzed.is_empty() {
         let _ = writeln!(err);
@@ -638,6 +693,7 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
             &db,
             &overview,
             &findings,
+            &withheld,
             &below_floors,
             &not_analyzed,
             &args,

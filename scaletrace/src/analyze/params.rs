@@ -194,6 +194,11 @@ impl Params {
             let Some(value) = value.trim().parse::<f64>().ok().filter(|v| v.is_finite()) else {
                 bail!("--set {o}: {value} is not a finite number");
             };
+            // every threshold is a count, a duration, a ratio or a share: a negative one would
+            // silently let everything through
+            if value < 0.0 {
+                bail!("--set {o}: a threshold cannot be negative");
+            }
             match values.iter_mut().find(|(n, _)| *n == name.trim()) {
                 Some(slot) => slot.1 = value,
                 None => bail!(
@@ -249,6 +254,9 @@ mod tests {
                 .unwrap_err();
             assert!(e.to_string().contains("not a finite number"), "{bad}: {e}");
         }
+        let e = Params::new(Duration::from_secs(1), &["min_lost_s=-1".into()]).unwrap_err();
+        assert!(e.to_string().contains("cannot be negative"), "{e}");
+        assert!(DEFAULTS.iter().all(|(_, v, _)| *v >= 0.0));
         assert!(Params::new(Duration::from_micros(10), &[]).is_err());
     }
 }

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::{
     svg::{escape, heatmap, line_chart, Series},
-    AnalyzeArgs, BelowFloors, DuckDb, Finding, Overview, CATEGORIES,
+    withheld_by_reason, AnalyzeArgs, BelowFloors, DuckDb, Finding, Overview, CATEGORIES,
 };
 
 /// Flows worth plotting: the worst tails and the most retransmits.
@@ -305,6 +305,7 @@ pub fn render(
     db: &DuckDb,
     overview: &Overview,
     findings: &[Finding],
+    withheld: &[Finding],
     below_floors: &[BelowFloors],
     not_analyzed: &[(&str, String)],
     args: &AnalyzeArgs,
@@ -340,21 +341,33 @@ pub fn render(
                 }
                 h.push_str("</ul>");
             }
-            continue;
+        } else {
+            h.push_str("<table><tr><th>#</th><th>scope</th><th>subject</th><th>score</th><th>finding</th></tr>");
+            for f in of {
+                let _ = write!(
+                    h,
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    f.rank_in_scope,
+                    escape(&f.scope),
+                    escape(&f.subject),
+                    f.score.map(|s| format!("{s:.3}")).unwrap_or_default(),
+                    escape(&f.summary)
+                );
+            }
+            h.push_str("</table>");
         }
-        h.push_str("<table><tr><th>#</th><th>scope</th><th>subject</th><th>score</th><th>finding</th></tr>");
-        for f in of {
+        let held: Vec<&Finding> = withheld.iter().filter(|f| f.category == category).collect();
+        for (reason, of) in withheld_by_reason(&held) {
             let _ = write!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                f.rank_in_scope,
-                escape(&f.scope),
-                escape(&f.subject),
-                f.score.map(|s| format!("{s:.3}")).unwrap_or_default(),
-                escape(&f.summary)
+                "<p class=\"none\">{} (not findings):</p><ul class=\"none\">",
+                escape(reason)
             );
+            for f in of {
+                let _ = write!(h, "<li>[{}] {}</li>", escape(&f.scope), escape(&f.summary));
+            }
+            h.push_str("</ul>");
         }
-        h.push_str("</table>");
     }
     rank_steps(db, &mut h)?;
     h.push_str("<h2>Charts</h2>");

@@ -87,7 +87,12 @@ pub fn discover(paths: &[String]) -> Result<Sources> {
                 bail!("{arg}: the pattern matches nothing");
             }
         } else {
-            bail!("{arg}: no such file or directory");
+            let default = if arg == crate::layout::DEFAULT_DIR {
+                " (the default: give the directory `scaletrace record --out` wrote)"
+            } else {
+                ""
+            };
+            bail!("{arg}: no such file or directory{default}");
         }
     }
     if sources.total_files() == 0 {
@@ -352,5 +357,12 @@ mod tests {
         assert!(err.to_string().contains("no scaletrace tables"), "{err}");
         let err = discover(&["/nonexistent/x".into()]).unwrap_err();
         assert!(err.to_string().contains("no such file"), "{err}");
+        assert!(!err.to_string().contains("the default"), "{err}");
+        // run with no path, the default is named as such (cargo runs tests in the crate's
+        // directory, which has no traces)
+        if !Path::new(crate::layout::DEFAULT_DIR).exists() {
+            let err = discover(&[crate::layout::DEFAULT_DIR.into()]).unwrap_err();
+            assert!(err.to_string().contains("(the default"), "{err}");
+        }
     }
 }

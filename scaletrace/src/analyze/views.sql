@@ -155,8 +155,12 @@ SELECT host, local_iface, count(*) AS flows,
        count(*) FILTER (WHERE retransmits > 0) AS flows_with_retrans,
        sum(retransmits) AS retransmits, sum(data_segs_out) AS data_segs_out,
        sum(retransmits) / nullif(sum(data_segs_out), 0) AS retrans_ratio,
-       max(burstiness) AS burstiness, sum(collapse_windows) AS collapse_windows
-FROM st_retrans_flow GROUP BY host, local_iface;
+       max(burstiness) AS burstiness, sum(collapse_windows) AS collapse_windows,
+       -- the nodes its retransmitted segments were sent to: the interface sends, the loss may be
+       -- at either end
+       string_agg(DISTINCT remote_node, ', ' ORDER BY remote_node) FILTER (WHERE retransmits > 0) AS toward
+FROM (SELECT *, st_remote_node(remote_addr, host) AS remote_node FROM st_retrans_flow)
+GROUP BY host, local_iface;
 
 -- Windows in which a host retransmitted far more than in its usual window.
 CREATE OR REPLACE VIEW st_loss_burst AS
@@ -318,7 +322,7 @@ FROM t GROUP BY scope, subject;
 -- Timeline events on the UTC axis (events of traces that lost their time base are left out:
 -- `time_aligned` is false for them), in µs.
 CREATE OR REPLACE VIEW st_event AS
-SELECT host, rank, source, category, name, on_gpu, collective, comm_source, process_group, seq,
+SELECT host, rank, source, pid, category, name, on_gpu, collective, comm_source, process_group, seq,
        msg_bytes, group_size, epoch_ns(ts) AS start_ns, epoch_ns(ts) + greatest(dur_ns, 0) AS end_ns,
        epoch_ns(ts) // 1000 AS start_us, (epoch_ns(ts) + greatest(dur_ns, 0)) // 1000 AS end_us
 FROM gpu_events
@@ -338,6 +342,8 @@ WITH r AS (
     FROM st_event GROUP BY host, rank)
 SELECT e.host, e.rank, e.source, min(e.start_ns) AS first_ns, max(e.end_ns) AS last_ns,
        min(e.start_us) AS first_us, max(e.end_us) AS last_us,
+       -- the process that wrote it (CPU rows carry the process id, GPU rows the device)
+       mode(e.pid) FILTER (WHERE NOT e.on_gpu) AS pid,
        any_value(CASE WHEN r.has_gpu THEN 'gpu' ELSE 'cpu' END) AS device,
        any_value(CASE r.layer_order WHEN 1 THEN 'nccl_kernel' WHEN 2 THEN 'comm_kernel'
                                     WHEN 3 THEN 'backend' WHEN 4 THEN 'c10d' END) AS comm_layer,
@@ -346,8 +352,12 @@ FROM st_event e JOIN r ON r.host = e.host AND r.rank IS NOT DISTINCT FROM e.rank
 GROUP BY e.host, e.rank, e.source;
 
 -- Traces that can be one job: they share a moment in time (the moment most traced ranks
--- cover) and state the same group size. Anything else is refused, with the reason, instead of
--- being matched into nonsense (two runs a day apart are not one job).
+-- cover), state the same group size, and come from the process that traced the rank at that
+-- moment. Anything else is refused, with the reason, instead of being matched into nonsense:
+-- two runs a day apart are not one job, nor are two runs of the same hosts and ranks read
+-- together (their sequence numbers repeat; matched, they made "steps" of 10 ranks out of 5).
+-- A rank's later traces from the same process are kept (a profiler schedule with `repeat`
+-- writes one trace per cycle).
 CREATE OR REPLACE VIEW st_job_moment AS
 SELECT a.first_us AS moment_us, count(DISTINCT (b.host, b.rank)) AS ranks
 FROM st_rank_trace a JOIN st_rank_trace b ON b.first_us <= a.first_us AND b.last_us >= a.first_us
@@ -356,15 +366,24 @@ GROUP BY a.first_us ORDER BY ranks DESC, moment_us LIMIT 1;
 
 CREATE OR REPLACE VIEW st_rank_refused AS
 WITH t AS (
-    SELECT host, rank, bool_or(first_us <= m.moment_us AND last_us >= m.moment_us) AS at_moment,
-           any_value(group_size) AS group_size
-    FROM st_rank_trace, st_job_moment m WHERE rank IS NOT NULL GROUP BY host, rank),
+    SELECT host, rank, source, pid, first_us <= m.moment_us AND last_us >= m.moment_us AS at_moment, group_size
+    FROM st_rank_trace, st_job_moment m WHERE rank IS NOT NULL),
+r AS (
+    SELECT host, rank, bool_or(at_moment) AS rank_at_moment,
+           list(DISTINCT pid) FILTER (WHERE at_moment AND pid IS NOT NULL) AS job_pids
+    FROM t GROUP BY host, rank),
 g AS (SELECT mode(group_size) AS group_size FROM t WHERE at_moment)
-SELECT t.host, t.rank,
-       CASE WHEN NOT t.at_moment THEN 'its trace does not overlap in time with the other ranks'' traces'
-            ELSE printf('it states a group size of %d, the other ranks %d', t.group_size, g.group_size) END AS reason
-FROM t, g
-WHERE NOT t.at_moment OR (t.group_size IS NOT NULL AND g.group_size IS NOT NULL AND t.group_size <> g.group_size);
+SELECT t.host, t.rank, t.source,
+       CASE WHEN NOT r.rank_at_moment THEN 'its trace does not overlap in time with the other ranks'' traces'
+            WHEN t.group_size IS NOT NULL AND g.group_size IS NOT NULL AND t.group_size <> g.group_size
+              THEN printf('it states a group size of %d, the other ranks %d', t.group_size, g.group_size)
+            ELSE printf('%s comes from another process (pid %d) than its trace of the job (pid %s): another run',
+                        regexp_extract(t.source, '[^/]*$'), t.pid, array_to_string(r.job_pids, ', ')) END AS reason
+FROM t JOIN r USING (host, rank) CROSS JOIN g
+WHERE NOT r.rank_at_moment
+   OR (t.group_size IS NOT NULL AND g.group_size IS NOT NULL AND t.group_size <> g.group_size)
+   OR (NOT t.at_moment AND t.pid IS NOT NULL AND len(coalesce(r.job_pids, [])) > 0
+       AND NOT list_contains(r.job_pids, t.pid));
 
 -- ProfilerStep#N annotations: the training steps of each rank (N counts iterations from the
 -- start of the job, so step N of every rank is the same iteration).
@@ -390,7 +409,7 @@ WITH k AS (
     JOIN (SELECT DISTINCT host, rank, comm_layer FROM st_rank_trace) t
       ON t.host = e.host AND t.rank = e.rank AND t.comm_layer = e.comm_source
     WHERE e.rank IS NOT NULL AND e.collective NOT IN ('Barrier', 'Send', 'Recv', 'SendRecv', 'Other')
-      AND (e.host, e.rank) NOT IN (SELECT (host, rank) FROM st_rank_refused))
+      AND (e.host, e.rank, e.source) NOT IN (SELECT (host, rank, source) FROM st_rank_refused))
 SELECT source, host, rank, collective, process_group, msg_bytes, start_us, end_us, profiler_step,
        coalesce(
          'seq ' || seq,
@@ -428,9 +447,11 @@ FROM o;
 CREATE OR REPLACE VIEW st_collective_refused AS
 SELECT source, collective, count(DISTINCT match_key) AS steps,
        count(DISTINCT match_key) FILTER (WHERE ranks < source_ranks) AS not_on_every_rank,
-       count(DISTINCT match_key) FILTER (WHERE ranks >= source_ranks AND last_start_us > first_end_us) AS not_overlapping
+       -- the same key twice on a rank: two runs whose sequence numbers repeat
+       count(DISTINCT match_key) FILTER (WHERE ranks > source_ranks) AS repeated,
+       count(DISTINCT match_key) FILTER (WHERE ranks = source_ranks AND last_start_us > first_end_us) AS not_overlapping
 FROM st_collective_candidate
-WHERE ranks < source_ranks OR last_start_us > first_end_us
+WHERE ranks <> source_ranks OR last_start_us > first_end_us
 GROUP BY ALL;
 
 CREATE OR REPLACE VIEW st_collective_rank_step AS
@@ -813,24 +834,6 @@ GROUP BY source, collective, step;
 CREATE OR REPLACE VIEW st_slow_step_queueing AS
 SELECT source, collective, step, node, node_samples, samples FROM st_step_queueing WHERE slow;
 
--- A slow link present from the job's first step leaves no healthy step to compare with: every
--- transfer is slow alike and none stands out in `st_collective_excess`. It still queues its
--- own flows' packets, and no others, in step after step: a node (or link) that holds the most
--- queued samples in at least `min_persistent_share` of all collective steps and of all such
--- steps is a culprit whose cost cannot be priced from this job alone.
-CREATE OR REPLACE VIEW st_persistent_queueing AS
-WITH t AS (SELECT count(*) AS steps FROM st_collective_excess),
-q AS (
-    SELECT node AS culprit, count(*) AS queued_steps, sum(node_samples) AS queued_samples,
-           string_agg(DISTINCT collective, ', ' ORDER BY collective) AS collectives
-    FROM st_step_queueing, st_params p
-    WHERE node_samples >= p.min_step_queued_samples
-    GROUP BY node)
-SELECT q.*, t.steps, q.queued_steps / t.steps AS share_of_steps,
-       q.queued_steps / sum(q.queued_steps) OVER () AS share_of_queued_steps,
-       CASE WHEN q.culprit LIKE 'link %' THEN NULL ELSE q.culprit END AS host
-FROM q, t;
-
 -- What each slow step cost and whom it is blamed on, as an interval of job time within its
 -- training iteration (ProfilerStep, when the trace has it):
 -- - a rank that arrived late by at least `min_excess_us` made every other rank wait from the
@@ -898,6 +901,48 @@ m AS (
 SELECT c.* REPLACE (coalesce(m.node, c.culprit) AS culprit, coalesce(m.node, c.host) AS host)
 FROM st_slow_step_cause c LEFT JOIN m USING (cause, culprit);
 
+-- How many distinct RTT samples queued above the fleet's usual on the flows of a queueing
+-- culprit (a node's, or a link's) during the steps blamed on it: its slow steps (`slow`), or
+-- the steps in which it held the most queued samples (`persistent`). Distinct samples, not a
+-- sum over steps: the steps of concurrent collectives overlap in time, and a sum counted one
+-- run's samples 1.5 times over (more than the capture held).
+CREATE OR REPLACE VIEW st_culprit_queued_samples AS
+WITH steps AS (
+    SELECT DISTINCT 'slow' AS kind, culprit, source, collective, step
+    FROM st_slow_step_blame WHERE cause = 'queueing'
+    UNION ALL
+    SELECT DISTINCT 'persistent', q.node, q.source, q.collective, q.step
+    FROM st_step_queueing q, st_params p WHERE q.node_samples >= p.min_step_queued_samples),
+w AS (
+    SELECT s.kind, s.culprit, x.first_start_us AS s, x.last_end_us AS e,
+           CASE WHEN s.culprit LIKE 'link %' THEN string_split(substr(s.culprit, 6), ' - ')
+                ELSE [s.culprit] END AS ends
+    FROM steps s JOIN st_collective_excess x USING (source, collective, step)),
+q AS (SELECT r.* FROM st_rtt_ends r, st_fleet_queueing f WHERE r.queued_us >= f.threshold_us)
+SELECT w.kind, w.culprit, count(DISTINCT (q.host, q.flow_id, q.ts_us)) AS queued_samples
+FROM w JOIN q ON q.ts_us BETWEEN w.s AND w.e
+WHERE list_contains(w.ends, q.node) OR list_contains(w.ends, q.remote_node)
+GROUP BY w.kind, w.culprit;
+
+-- A slow link present from the job's first step leaves no healthy step to compare with: every
+-- transfer is slow alike and none stands out in `st_collective_excess`. It still queues its
+-- own flows' packets, and no others, in step after step: a node (or link) that holds the most
+-- queued samples in at least `min_persistent_share` of all collective steps and of all such
+-- steps is a culprit whose cost cannot be priced from this job alone.
+CREATE OR REPLACE VIEW st_persistent_queueing AS
+WITH t AS (SELECT count(*) AS steps FROM st_collective_excess),
+q AS (
+    SELECT node AS culprit, count(*) AS queued_steps,
+           string_agg(DISTINCT collective, ', ' ORDER BY collective) AS collectives
+    FROM st_step_queueing, st_params p
+    WHERE node_samples >= p.min_step_queued_samples
+    GROUP BY node)
+SELECT q.*, coalesce(n.queued_samples, 0) AS queued_samples, t.steps, q.queued_steps / t.steps AS share_of_steps,
+       q.queued_steps / sum(q.queued_steps) OVER () AS share_of_queued_steps,
+       CASE WHEN q.culprit LIKE 'link %' THEN NULL ELSE q.culprit END AS host
+FROM q CROSS JOIN t
+LEFT JOIN st_culprit_queued_samples n ON n.kind = 'persistent' AND n.culprit = q.culprit;
+
 -- Each rank's own time in each iteration against the median of the other ranks' in the same
 -- iteration.
 CREATE OR REPLACE VIEW st_rank_iteration_own AS
@@ -935,11 +980,11 @@ CREATE OR REPLACE VIEW st_culprit AS
 WITH ev AS (SELECT cause, culprit, sum(evidence_us) / 1e6 AS evidence_s FROM st_culprit_iteration GROUP BY ALL),
 c AS (
     SELECT cause, culprit, any_value(host) AS host, any_value(rank) AS rank,
-           count(*) AS slow_steps, sum(retransmits) AS retransmits, sum(queued_samples) AS queued_samples,
+           count(*) AS slow_steps, sum(retransmits) AS retransmits,
            median(e - s) / 1e3 AS median_excess_ms, median(lateness_us) / 1e3 AS median_lateness_ms,
            median(base_us) / 1e3 AS median_base_ms, string_agg(DISTINCT collective, ', ' ORDER BY collective) AS collectives
     FROM st_slow_step_blame GROUP BY cause, culprit)
-SELECT c.*, ev.evidence_s,
+SELECT c.*, CASE WHEN c.cause = 'queueing' THEN coalesce(n.queued_samples, 0) END AS queued_samples, ev.evidence_s,
        ev.evidence_s / nullif(sum(ev.evidence_s) OVER (PARTITION BY c.cause), 0) AS share_of_cause,
        o.extra_own_us / 1e3 AS extra_own_ms,
        CASE WHEN c.cause = 'unexplained' THEN false
@@ -951,7 +996,8 @@ SELECT c.*, ev.evidence_s,
             -- queueing rises with any load; one node (or link) must hold most of it
             ELSE ev.evidence_s / nullif(sum(ev.evidence_s) OVER (PARTITION BY c.cause), 0) >= 0.5 END AS evidenced
 FROM c JOIN ev USING (cause, culprit) CROSS JOIN st_params p
-LEFT JOIN st_rank_own_time o ON c.cause = 'straggler' AND o.host = c.host AND o.rank = c.rank;
+LEFT JOIN st_rank_own_time o ON c.cause = 'straggler' AND o.host = c.host AND o.rank = c.rank
+LEFT JOIN st_culprit_queued_samples n ON c.cause = 'queueing' AND n.kind = 'slow' AND n.culprit = c.culprit;
 
 -- The iterations in which a blamed straggler did extra work of its own (at least
 -- `min_excess_us` more than the other ranks' median): a rank slow in every step is not late by
@@ -1141,18 +1187,33 @@ GROUP BY e.culprit;
 -- (score: higher is worse; comparable within a category only)
 ------------------------------------------------------------------------------------------
 
-CREATE OR REPLACE VIEW findings AS
-WITH f AS (
+CREATE OR REPLACE VIEW st_finding AS
+-- Ranks that arrived last, each with its own work per training step against the other ranks'
+-- (`st_rank_own_time`). One that did no more of it (less than the verdict asks of a straggler)
+-- was held up by something else, typically its previous transfer on a slow link: under a rate
+-- limit on node0 a rank of node3 arrived last in 193 of 308 steps with 1.6 ms *less* own work.
+WITH late_rank AS (
+    SELECT 'straggler' AS category, 'rank' AS scope, 'rank ' || t.rank AS subject, t.host, t.rank,
+           t.share_last AS score,
+           printf('rank %d (%s) arrived last at %d of %d %s steps (%s), late by %.2f ms (median); the fastest ranks waited %.0f%% of those steps%s',
+                  t.rank, t.host, t.steps_last, t.steps, t.collective, t.source, t.median_lateness_us / 1000, 100 * t.fastest_wait_fraction,
+                  CASE WHEN o.extra_own_us IS NULL THEN ''
+                       ELSE printf('; its own work per training step: %+.1f ms against the other ranks'' median', o.extra_own_us / 1000) END) AS summary,
+           coalesce(o.extra_own_us < greatest(p.min_excess_us, 0.5 * t.median_lateness_us), false) AS held_up
+    FROM st_straggler t CROSS JOIN st_params p
+    LEFT JOIN st_rank_own_time o ON o.host = t.host AND o.rank = t.rank
+    WHERE t.steps_last >= p.min_straggler_steps AND t.share_last >= greatest(p.min_straggler_share, 2.0 / t.ranks)),
+f AS (
     SELECT 'retransmits' AS category, 'peer' AS scope, remote_addr AS subject, NULL::VARCHAR AS host, NULL::BIGINT AS rank,
            retrans_ratio AS score,
-           printf('peer %s: %d retransmits over %d flows from %d hosts (%.3g%% of data segments), burstiness %.1f, %d windows where throughput collapsed with them',
-                  remote_addr, retransmits, flows_with_retrans, hosts, 100 * retrans_ratio, coalesce(burstiness, 0), coalesce(collapse_windows, 0)) AS summary
+           printf('peer %s%s: %d retransmits over %d flows from %d hosts (%.3g%% of data segments), burstiness %.1f, %d windows where throughput collapsed with them',
+                  remote_addr, coalesce(' (' || (SELECT min(o.node) FROM st_addr_owner o WHERE o.addr = remote_addr) || ')', ''), retransmits, flows_with_retrans, hosts, 100 * retrans_ratio, coalesce(burstiness, 0), coalesce(collapse_windows, 0)) AS summary
     FROM st_retrans_peer, st_params p
     WHERE retransmits >= p.min_retransmits AND (retrans_ratio >= p.min_retrans_ratio OR collapse_windows > 0)
     UNION ALL
     SELECT 'retransmits', 'interface', host || '/' || local_iface, host, NULL, retrans_ratio,
-           printf('interface %s/%s: %d retransmits over %d flows (%.3g%% of data segments), burstiness %.1f, %d windows where throughput collapsed with them',
-                  host, local_iface, retransmits, flows_with_retrans, 100 * retrans_ratio, coalesce(burstiness, 0), coalesce(collapse_windows, 0))
+           printf('interface %s/%s: %d retransmits over %d flows%s (%.3g%% of data segments), burstiness %.1f, %d windows where throughput collapsed with them',
+                  host, local_iface, retransmits, flows_with_retrans, coalesce(' sent toward ' || toward, ''), 100 * retrans_ratio, coalesce(burstiness, 0), coalesce(collapse_windows, 0))
     FROM st_retrans_interface, st_params p
     WHERE retransmits >= p.min_retransmits AND (retrans_ratio >= p.min_retrans_ratio OR collapse_windows > 0)
     UNION ALL
@@ -1202,11 +1263,7 @@ WITH f AS (
     FROM st_contention, st_params p
     WHERE flows >= 2 AND together_windows >= p.min_together_windows
     UNION ALL
-    SELECT 'straggler', 'rank', 'rank ' || rank, host, rank, share_last,
-           printf('rank %d (%s) arrived last at %d of %d %s steps (%s), late by %.2f ms (median); the fastest ranks waited %.0f%% of those steps',
-                  rank, host, steps_last, steps, collective, source, median_lateness_us / 1000, 100 * fastest_wait_fraction)
-    FROM st_straggler, st_params p
-    WHERE steps_last >= p.min_straggler_steps AND share_last >= greatest(p.min_straggler_share, 2.0 / ranks)
+    SELECT category, scope, subject, host, rank, score, summary FROM late_rank WHERE NOT held_up
     UNION ALL
     SELECT 'sync_amplification', 'collective', collective || ' (' || source || ')', NULL, NULL, fastest_wait_fraction,
            printf('%s over %d ranks (%s): the fastest rank waits %.0f%% of each step on average; arrival spread median %.2f ms, p99 %.2f ms; step %.2f ms',
@@ -1215,12 +1272,6 @@ WITH f AS (
     FROM st_sync_amplification, st_params p
     WHERE fastest_wait_fraction >= p.sync_wait_fraction
       AND median_arrival_spread_us >= greatest(p.min_spread_us, p.min_spread_fraction * median_step_us)
-      -- ranks waiting for each other is how synchronous training works; it is a finding when
-      -- something made the job lose time (a culprit in the verdict) or a straggler stands out
-      AND (EXISTS (SELECT 1 FROM st_slowdown d WHERE d.evidenced AND d.cause <> 'unexplained'
-                     AND st_above_floors(d.slow_steps, d.time_lost_s, d.lost_fraction))
-           OR EXISTS (SELECT 1 FROM st_straggler t WHERE t.steps_last >= p.min_straggler_steps
-                        AND t.share_last >= greatest(p.min_straggler_share, 2.0 / t.ranks)))
     UNION ALL
     SELECT 'locality', 'rank', 'rank ' || rank, host, rank, coalesce(transfer_vs_well_placed, 1),
            printf('rank %d (%s GPU %d): GPU on NUMA %s, nearest NIC %s on NUMA %s (%s); collective transfer time %s that of well-placed ranks',
@@ -1243,10 +1294,10 @@ s AS (
            CASE WHEN cause = 'straggler' THEN 'rank' WHEN culprit LIKE 'link %' THEN 'link' ELSE 'node' END AS scope,
            culprit AS subject, host, rank, time_lost_s AS score, time_lost_s,
            CASE cause
-             WHEN 'network' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d slow %s steps (transfers a median %.0f ms over a healthy %.0f ms) with %d retransmits on %s during them: every rank waits for the slowest link (synchronization amplification)',
+             WHEN 'network' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d slow %s steps (each transfer a median %.0f ms longer than a healthy %.0f ms) with %d retransmits on %s during them: every rank waits for the slowest link (synchronization amplification)',
                                         culprit, time_lost_s, 100 * lost_fraction, traced_s, priced, slow_steps, collectives, median_excess_ms, median_base_ms, retransmits,
                                         CASE WHEN culprit LIKE 'link %' THEN 'that link' ELSE 'the links of ' || culprit END)
-             WHEN 'queueing' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d slow %s steps (transfers a median %.0f ms over a healthy %.0f ms) without retransmits, while %d RTT samples on %s queued above the fleet''s usual%s: a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for',
+             WHEN 'queueing' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d slow %s steps (each transfer a median %.0f ms longer than a healthy %.0f ms) without retransmits, while %d RTT samples on %s queued above the fleet''s usual%s: a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for',
                                          culprit, time_lost_s, 100 * lost_fraction, traced_s, priced, slow_steps, collectives, median_excess_ms, median_base_ms, queued_samples,
                                          CASE WHEN culprit LIKE 'link %' THEN 'that link' ELSE 'the links of ' || culprit END,
                                          delivery)
@@ -1297,15 +1348,36 @@ pq AS (
       -- priced, it must pass the verdict's floors like any culprit
       AND (k.time_lost_s IS NULL
            OR (k.time_lost_s >= p.min_lost_s AND k.time_lost_s >= p.min_lost_fraction * j.traced_s))),
+-- Slow packets (latency, contention) and ranks waiting for each other (sync_amplification) are
+-- what a busy host shows on any run: a clean 4-rank DDP run had one flow's RTT p99 at 3.2x the
+-- fleet's. When collective timelines say whether the job lost time, such evidence is a finding
+-- only if it did (a culprit in the verdict, or a straggler); otherwise it is `withheld` (with
+-- the reason): listed as standing out, not as a finding. Without timelines it is all the
+-- diagnosis there is.
+lost AS (
+    SELECT EXISTS (SELECT 1 FROM st_collective_op) AS timed,
+           EXISTS (SELECT 1 FROM s) OR EXISTS (SELECT 1 FROM pq)
+             OR EXISTS (SELECT 1 FROM f WHERE category = 'straggler') AS job_lost_time),
 a AS (
-    SELECT *, NULL::DOUBLE AS time_lost_s FROM f
+    SELECT *, NULL::DOUBLE AS time_lost_s, NULL::VARCHAR AS withheld FROM f
     UNION ALL BY NAME
     SELECT * FROM s
     UNION ALL BY NAME
-    SELECT * FROM pq)
-SELECT category, scope, row_number() OVER (PARTITION BY category, scope ORDER BY score DESC, subject) AS rank_in_scope,
-       subject, host, rank, score, time_lost_s, summary
-FROM a
+    SELECT * FROM pq
+    UNION ALL BY NAME
+    SELECT category, scope, subject, host, rank, score, summary,
+           'arrived last without more work of its own than the other ranks: held up by something else, not a straggler' AS withheld
+    FROM late_rank WHERE held_up)
+SELECT category, scope, row_number() OVER (PARTITION BY category, scope ORDER BY withheld IS NOT NULL, score DESC, subject) AS rank_in_scope,
+       subject, host, rank, score, time_lost_s, summary,
+       coalesce(withheld, CASE WHEN category IN ('latency', 'contention', 'sync_amplification') AND lost.timed AND NOT lost.job_lost_time
+                               THEN 'stood out, but no step time was lost to any culprit' END) AS withheld
+FROM a CROSS JOIN lost
 -- the verdict first (what cost the most time first, then what could not be priced), then the
 -- evidence by category
+ORDER BY category <> 'slowdown', time_lost_s IS NULL, time_lost_s DESC, category, scope, rank_in_scope;
+
+-- The findings: `st_finding` without what is withheld, in the same order.
+CREATE OR REPLACE VIEW findings AS
+SELECT * EXCLUDE (withheld) FROM st_finding WHERE withheld IS NULL
 ORDER BY category <> 'slowdown', time_lost_s IS NULL, time_lost_s DESC, category, scope, rank_in_scope;

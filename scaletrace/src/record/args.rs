@@ -13,7 +13,7 @@ pub struct RecordArgs {
     pub duration: Option<Duration>,
 
     /// Directory for the Parquet files; each table goes to <OUT>/<table>/<run-id>.parquet.
-    #[arg(short, long, default_value = "./traces")]
+    #[arg(short, long, default_value = crate::layout::DEFAULT_DIR)]
     pub out: PathBuf,
 
     /// Only flows whose local or remote port is PORT or in LOW-HIGH (e.g. 29500-29600).

@@ -10,6 +10,11 @@ use scaletrace_common::*;
 pub trait KernelTables {
     /// Every entry of the flow table: socket cookie and aggregate.
     fn flows(&self) -> Vec<(u64, FlowStats)>;
+    /// The flows that closed while the ring buffer was full (the kernel kept them, marked),
+    /// without copying the rest of the table.
+    fn closed_unsent_flows(&self) -> Vec<(u64, FlowStats)>;
+    /// How many flows the table holds.
+    fn flow_count(&self) -> usize;
     /// Removes a flow whose final row is written.
     fn remove_flow(&mut self, cookie: u64);
     /// Every flow left at the end of the run, the open ones with their counters read from the
@@ -83,6 +88,18 @@ impl KernelTables for KernelMaps {
             .filter_map(|r| r.ok())
             .filter(|(cookie, s)| s.cookie == *cookie)
             .collect()
+    }
+
+    fn closed_unsent_flows(&self) -> Vec<(u64, FlowStats)> {
+        self.flows
+            .iter()
+            .filter_map(|r| r.ok())
+            .filter(|(cookie, s)| s.cookie == *cookie && s.closed_unsent != 0)
+            .collect()
+    }
+
+    fn flow_count(&self) -> usize {
+        self.flows.keys().count()
     }
 
     fn remove_flow(&mut self, cookie: u64) {

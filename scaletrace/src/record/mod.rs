@@ -355,8 +355,9 @@ async fn event_loop(
                 rotation.survive_disk_full(sinks, sampled)?;
             }
             _ = tick.tick() => {
+                let counters = maps.counters()?;
                 let now = now_ns(libc::CLOCK_MONOTONIC) as u64;
-                let swept = sinks.sweep_unsent_flows(maps, now);
+                let swept = sinks.sweep_unsent_flows(maps, &counters, now);
                 rotation.survive_disk_full(sinks, swept)?;
                 if let Some(step) = sinks.follow_clock() {
                     log::warn!(
@@ -364,7 +365,6 @@ async fn event_loop(
                         step as f64 / 1e9
                     );
                 }
-                let counters = maps.counters()?;
                 if !warned_table_full && counters.untracked_flows() > 0 {
                     warned_table_full = true;
                     log::warn!(
@@ -372,7 +372,7 @@ async fn event_loop(
                         args.max_flows
                     );
                 }
-                status.update(started.elapsed(), sinks, maps.flows.keys().count(), &counters);
+                status.update(started.elapsed(), sinks, || maps.flow_count(), &counters);
                 let ticked = rotation.on_tick(sinks, &counters, maps);
                 rotation.survive_disk_full(sinks, ticked)?;
             }

@@ -135,6 +135,10 @@ pub struct Sinks {
     qp_snapshot_prev: std::collections::HashMap<QpKey, [u64; 4]>,
     /// Each open flow's counters at its previous snapshot (bytes sent, received, retransmits).
     snapshot_prev: std::collections::HashMap<u64, (u64, u64, u32)>,
+    /// Flow ends the ring refused, as counted at the last sweep of the flow table.
+    flow_ends_refused_at_sweep: u64,
+    /// The last sweep followed a new refusal: sweep once more (see `sweep_unsent_flows`).
+    sweep_again: bool,
     /// Files completed so far (every table, every interval).
     pub files_closed: u64,
 }
@@ -190,6 +194,8 @@ impl Sinks {
             interval_start_utc: start_utc,
             closed: Totals::default(),
             snapshot_prev: Default::default(),
+            flow_ends_refused_at_sweep: 0,
+            sweep_again: false,
             qp_snapshot_prev: Default::default(),
             accounting: Accounting::new(),
             disk_full: false,
@@ -387,18 +393,25 @@ impl Sinks {
     }
 
     /// Writes flows that closed while the ring buffer was full (the kernel kept them in the
-    /// map, marked) and removes them from the kernel table.
+    /// map, marked) and removes them from the kernel table. The table is walked only when the
+    /// ring has refused a flow's end since the last walk (`counters`, read before this call):
+    /// a walk costs two syscalls per entry, 65,536 entries on a full table, every tick. The
+    /// kernel counts the refusal just before it marks the flow, so the walk after a change is
+    /// repeated once.
     pub fn sweep_unsent_flows(
         &mut self,
         tables: &mut dyn KernelTables,
+        counters: &KernelCounters,
         now_mono: u64,
     ) -> Result<()> {
-        let unsent: Vec<(u64, FlowStats)> = tables
-            .flows()
-            .into_iter()
-            .filter(|(_, s)| s.closed_unsent != 0)
-            .collect();
-        for (cookie, s) in unsent {
+        let refused = counters.get(STAT_RING_FULL + EVENT_FLOW_END);
+        let changed = refused != self.flow_ends_refused_at_sweep;
+        if !changed && !self.sweep_again {
+            return Ok(());
+        }
+        self.flow_ends_refused_at_sweep = refused;
+        self.sweep_again = changed;
+        for (cookie, s) in tables.closed_unsent_flows() {
             let row = self.assembler.flow(&s, now_mono);
             self.push_with(|w| w.flows.push(row))?;
             tables.remove_flow(cookie);
@@ -752,15 +765,28 @@ mod tests {
     use super::*;
     use crate::decode::bytes_of;
 
-    /// The kernel tables of a test: flows by cookie, no QPs, counters all zero.
+    /// The kernel tables of a test: flows by cookie, no QPs, counters all zero; counts the
+    /// walks of the flow table for closed flows.
     #[derive(Default)]
     struct FakeKernel {
         flows: BTreeMap<u64, FlowStats>,
+        sweeps: std::cell::Cell<u32>,
     }
 
     impl KernelTables for FakeKernel {
         fn flows(&self) -> Vec<(u64, FlowStats)> {
             self.flows.iter().map(|(k, v)| (*k, *v)).collect()
+        }
+        fn closed_unsent_flows(&self) -> Vec<(u64, FlowStats)> {
+            self.sweeps.set(self.sweeps.get() + 1);
+            self.flows
+                .iter()
+                .filter(|(_, s)| s.closed_unsent != 0)
+                .map(|(k, v)| (*k, *v))
+                .collect()
+        }
+        fn flow_count(&self) -> usize {
+            self.flows.len()
         }
         fn remove_flow(&mut self, cookie: u64) {
             self.flows.remove(&cookie);
@@ -811,6 +837,13 @@ mod tests {
         e.header.kind = EVENT_FLOW_END;
         e.header.ts_ns = 3_000;
         bytes_of(&e)
+    }
+
+    /// Kernel counters after the ring refused `n` flow ends.
+    fn flow_ends_refused(n: u64) -> KernelCounters {
+        let mut slots = vec![0; STAT_SLOTS as usize];
+        slots[(STAT_RING_FULL + EVENT_FLOW_END) as usize] = n;
+        KernelCounters::from_slots(slots)
     }
 
     /// Records as `ring_records` hands them over: each decoded, a bad one an error.
@@ -893,7 +926,9 @@ mod tests {
         let mut raw = vec![rtt(1, 50), rtt(1, 60), rtt(3, 70), flow_end(flow(3, 300))];
         raw.push(rtt(1, 80)[..20].to_vec()); // cut short: undecodable
         sinks.drain(records(&raw)).unwrap();
-        sinks.sweep_unsent_flows(&mut kernel, 4_000).unwrap();
+        sinks
+            .sweep_unsent_flows(&mut kernel, &flow_ends_refused(1), 4_000)
+            .unwrap();
         assert!(
             !kernel.flows.contains_key(&2),
             "a swept flow leaves the kernel table"
@@ -916,6 +951,43 @@ mod tests {
             summary.starts_with("3 flows (1 still open), 4 RTT samples"),
             "{summary}"
         );
+    }
+
+    #[test]
+    fn the_flow_table_is_walked_only_after_the_ring_refused_a_flow_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sinks = sinks(Layout::PerRun {
+            out: dir.path().to_path_buf(),
+            run_id: "run".into(),
+        });
+        let mut kernel = FakeKernel::default();
+        kernel.flows.insert(1, flow(1, 100));
+        for _ in 0..3 {
+            sinks
+                .sweep_unsent_flows(&mut kernel, &flow_ends_refused(0), 4_000)
+                .unwrap();
+        }
+        assert_eq!(kernel.sweeps.get(), 0, "nothing refused: no walk");
+        // a refusal: walked, and once more (the flow may be marked just after the count)
+        let unsent = FlowStats {
+            end_ns: 2_500,
+            closed_unsent: 1,
+            ..flow(2, 200)
+        };
+        kernel.flows.insert(2, unsent);
+        for _ in 0..3 {
+            sinks
+                .sweep_unsent_flows(&mut kernel, &flow_ends_refused(1), 4_000)
+                .unwrap();
+        }
+        assert_eq!(kernel.sweeps.get(), 2);
+        assert!(!kernel.flows.contains_key(&2) && kernel.flows.contains_key(&1));
+        sinks
+            .finish(Vec::new(), &mut kernel, &Hooks::default())
+            .unwrap();
+        let mut flows = column(dir.path(), "flows", "flow_id");
+        flows.sort();
+        assert_eq!(flows, [1, 2]);
     }
 
     #[test]

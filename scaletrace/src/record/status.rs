@@ -41,14 +41,21 @@ impl StatusLine {
         &mut self,
         elapsed: Duration,
         sinks: &Sinks,
-        open_flows: usize,
+        open_flows: impl FnOnce() -> usize,
         k: &KernelCounters,
     ) {
         let now = Instant::now();
+        // counting the open flows walks the kernel table: only for a line that is shown
+        let shown = self.bar.is_some()
+            || (self.plain && now.duration_since(self.last_plain) >= Duration::from_secs(10));
         let dt = now.duration_since(self.last_at).as_secs_f64().max(1e-3);
         let rate = (sinks.accounting.events - self.last_events) as f64 / dt;
         self.last_events = sinks.accounting.events;
         self.last_at = now;
+        if !shown {
+            return;
+        }
+        let open_flows = open_flows();
         let mut msg = format!(
             "{rate:.0} events/s | flows {open_flows} open, {} closed | rtt {} | retrans {} | drops {}",
             sinks.flows_written(),
@@ -65,7 +72,7 @@ impl StatusLine {
         if let Some(bar) = &self.bar {
             bar.set_message(msg);
             bar.tick();
-        } else if self.plain && now.duration_since(self.last_plain) >= Duration::from_secs(10) {
+        } else {
             self.last_plain = now;
             eprintln!("scaletrace: {:.0}s {msg}", elapsed.as_secs_f64());
         }
