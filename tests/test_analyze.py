@@ -114,7 +114,7 @@ def test_an_rtt_outlier_on_a_job_that_lost_no_time_is_not_a_finding(tmp_path):
     proc = analyze(fleet, "--json", str(out), "--no-report")
     assert json.loads(out.read_text()) == [], proc.stderr
     latency = proc.stderr.split("\nLatency")[1].split("\n\n")[0]
-    assert "nothing found" in latency and "stood out" in latency and "RTT p99 3000 us" in latency, latency
+    assert "nothing found" in latency and "stood out" in latency and "RTT p99 3000 µs" in latency, latency
     # the same recording without timelines: the outlier is the finding
     for node in os.listdir(fleet):
         shutil.rmtree(os.path.join(fleet, node, "gpu_events"))

@@ -351,6 +351,13 @@ SELECT e.host, e.rank, e.source, min(e.start_ns) AS first_ns, max(e.end_ns) AS l
 FROM st_event e JOIN r ON r.host = e.host AND r.rank IS NOT DISTINCT FROM e.rank
 GROUP BY e.host, e.rank, e.source;
 
+-- What a collective's `source` (its communication layer) means, for people.
+CREATE OR REPLACE MACRO st_source_name(source) AS
+    CASE source WHEN 'nccl_kernel' THEN 'NCCL kernels' WHEN 'comm_kernel' THEN 'communication kernels'
+                WHEN 'backend' THEN 'the backend''s own annotations, e.g. gloo:all_reduce'
+                WHEN 'c10d' THEN 'c10d calls' WHEN 'param_comms' THEN 'record_param_comms'
+                WHEN 'nccl_call' THEN 'NCCL API calls' ELSE source END;
+
 -- Traces that can be one job: they share a moment in time (the moment most traced ranks
 -- cover), state the same group size, and come from the process that traced the rank at that
 -- moment. Anything else is refused, with the reason, instead of being matched into nonsense:
@@ -807,6 +814,10 @@ WHERE s.acked > 0
 GROUP BY n.host, n.flow_id, n.node, n.remote_node, p.min_rtt_samples
 HAVING count(*) >= p.min_rtt_samples;
 
+-- A count for people: 1 flow, 2 flows.
+CREATE OR REPLACE MACRO st_count(n, word) AS
+    printf('%d %s%s', n, word, CASE WHEN n = 1 THEN '' ELSE 's' END);
+
 -- A rate for people: 96 Mbit/s, 1.3 Gbit/s.
 CREATE OR REPLACE MACRO st_rate(bps) AS
     CASE WHEN bps IS NULL THEN '?' WHEN bps >= 1e9 THEN printf('%.1f Gbit/s', bps / 1e9)
@@ -1195,8 +1206,8 @@ CREATE OR REPLACE VIEW st_finding AS
 WITH late_rank AS (
     SELECT 'straggler' AS category, 'rank' AS scope, 'rank ' || t.rank AS subject, t.host, t.rank,
            t.share_last AS score,
-           printf('rank %d (%s) arrived last at %d of %d %s steps (%s), late by %.2f ms (median); the fastest ranks waited %.0f%% of those steps%s',
-                  t.rank, t.host, t.steps_last, t.steps, t.collective, t.source, t.median_lateness_us / 1000, 100 * t.fastest_wait_fraction,
+           printf('rank %d (%s) arrived last at %d of %d %s steps (timed by %s), late by %.2f ms (median); the fastest ranks waited %.0f%% of those steps%s',
+                  t.rank, t.host, t.steps_last, t.steps, t.collective, st_source_name(t.source), t.median_lateness_us / 1000, 100 * t.fastest_wait_fraction,
                   CASE WHEN o.extra_own_us IS NULL THEN ''
                        ELSE printf('; its own work per training step: %+.1f ms against the other ranks'' median', o.extra_own_us / 1000) END) AS summary,
            coalesce(o.extra_own_us < greatest(p.min_excess_us, 0.5 * t.median_lateness_us), false) AS held_up
@@ -1205,19 +1216,22 @@ WITH late_rank AS (
     WHERE t.steps_last >= p.min_straggler_steps AND t.share_last >= greatest(p.min_straggler_share, 2.0 / t.ranks)),
 f AS (
     SELECT 'retransmits' AS category, 'peer' AS scope, remote_addr AS subject, NULL::VARCHAR AS host, NULL::BIGINT AS rank,
-           retrans_ratio AS score,
-           printf('peer %s%s: %d retransmits over %d flows from %d hosts (%.3g%% of data segments), burstiness %.1f, %d windows where throughput collapsed with them',
-                  remote_addr, coalesce(' (' || (SELECT min(o.node) FROM st_addr_owner o WHERE o.addr = remote_addr) || ')', ''), retransmits, flows_with_retrans, hosts, 100 * retrans_ratio, coalesce(burstiness, 0), coalesce(collapse_windows, 0)) AS summary
+           -- ranked by how many segments were lost, not by ratio: a small flow losing a few
+           -- segments is a smaller hot spot than a bulk flow losing hundreds
+           retransmits::DOUBLE AS score,
+           printf('peer %s%s: %d retransmits over %s from %s (%.3g%% of data segments), burstiness %.1f, %s where throughput collapsed with them',
+                  remote_addr, coalesce(' (' || (SELECT min(o.node) FROM st_addr_owner o WHERE o.addr = remote_addr) || ')', ''), retransmits,
+                  st_count(flows_with_retrans, 'flow'), st_count(hosts, 'host'), 100 * retrans_ratio, coalesce(burstiness, 0), st_count(coalesce(collapse_windows, 0), 'window')) AS summary
     FROM st_retrans_peer, st_params p
     WHERE retransmits >= p.min_retransmits AND (retrans_ratio >= p.min_retrans_ratio OR collapse_windows > 0)
     UNION ALL
-    SELECT 'retransmits', 'interface', host || '/' || local_iface, host, NULL, retrans_ratio,
-           printf('interface %s/%s: %d retransmits over %d flows%s (%.3g%% of data segments), burstiness %.1f, %d windows where throughput collapsed with them',
-                  host, local_iface, retransmits, flows_with_retrans, coalesce(' sent toward ' || toward, ''), 100 * retrans_ratio, coalesce(burstiness, 0), coalesce(collapse_windows, 0))
+    SELECT 'retransmits', 'interface', host || '/' || local_iface, host, NULL, retransmits::DOUBLE,
+           printf('interface %s/%s: %d retransmits over %s%s (%.3g%% of data segments), burstiness %.1f, %s where throughput collapsed with them',
+                  host, local_iface, retransmits, st_count(flows_with_retrans, 'flow'), coalesce(' sent toward ' || toward, ''), 100 * retrans_ratio, coalesce(burstiness, 0), st_count(coalesce(collapse_windows, 0), 'window'))
     FROM st_retrans_interface, st_params p
     WHERE retransmits >= p.min_retransmits AND (retrans_ratio >= p.min_retrans_ratio OR collapse_windows > 0)
     UNION ALL
-    SELECT 'retransmits', 'flow', flow_label, host, NULL, retrans_ratio,
+    SELECT 'retransmits', 'flow', flow_label, host, NULL, retransmits::DOUBLE,
            printf('flow %s: %d retransmits (%.3g%% of data segments, %.1f/s)%s%s, burstiness %.1f, throughput collapsed in %d of %d windows with retransmits',
                   flow_label, retransmits, 100 * retrans_ratio, retrans_per_s,
                   CASE WHEN coalesce(loss_recovery_s, 0) > 0
@@ -1243,22 +1257,28 @@ f AS (
     WHERE peak_ratio >= p.burst_peak_ratio
     UNION ALL
     SELECT 'latency', 'tail_outlier', flow_label, host, NULL, p99_vs_fleet,
-           printf('flow %s: RTT p99 %.0f us is %.1fx the fleet median p99 (%.0f us); p50 %.0f us, max %d us',
+           printf('flow %s: RTT p99 %.0f µs is %.1fx the fleet median p99 (%.0f µs); p50 %.0f µs, max %d µs',
                   flow_label, srtt_p99_us, p99_vs_fleet, fleet_median_p99_us, srtt_p50_us, srtt_max_us)
     FROM st_latency_flow, st_params p
     WHERE samples >= p.min_rtt_samples AND p99_vs_fleet >= p.tail_outlier_ratio
       AND flow_bytes >= p.min_flow_bytes AND srtt_p99_us - fleet_median_p99_us >= p.min_queueing_us
     UNION ALL
     SELECT 'latency', 'queueing', flow_label, host, NULL, rtt_inflation,
-           printf('flow %s: median RTT %.0f us is %.1fx its own base RTT (%.0f us): queueing on the path',
+           printf('flow %s: median RTT %.0f µs is %.1fx its own base RTT (%.0f µs): queueing on the path',
                   flow_label, srtt_p50_us, rtt_inflation, base_rtt_us)
     FROM st_latency_flow, st_params p, st_fleet_queueing q
     WHERE samples >= p.min_rtt_samples AND rtt_inflation >= p.degraded_rtt_inflation
       AND flow_bytes >= p.min_flow_bytes AND srtt_p50_us - base_rtt_us >= q.threshold_us
     UNION ALL
     SELECT 'contention', scope, subject, NULL, NULL, together_windows / windows * together_flows,
-           printf('%s %s: %.1f of its %d flows degraded together in %d of %d windows (RTT x%.1f, throughput x%.2f)',
-                  scope, subject, together_flows, flows, together_windows, windows,
+           printf('%s %s%s: its flows degraded together in %d of %d windows (%s of its %d flows at a time on average; RTT x%.1f, throughput x%.2f)',
+                  scope, subject,
+                  CASE WHEN scope = 'peer'
+                       THEN coalesce(' (' || (SELECT min(o.node) FROM st_addr_owner o WHERE o.addr = subject) || ')', '')
+                       ELSE '' END,
+                  together_windows, windows,
+                  CASE WHEN together_flows = round(together_flows) THEN printf('%d', together_flows::BIGINT)
+                       ELSE printf('%.1f', together_flows) END, flows,
                   coalesce(rtt_inflation, 1), coalesce(throughput_ratio, 1))
     FROM st_contention, st_params p
     WHERE flows >= 2 AND together_windows >= p.min_together_windows
@@ -1266,8 +1286,8 @@ f AS (
     SELECT category, scope, subject, host, rank, score, summary FROM late_rank WHERE NOT held_up
     UNION ALL
     SELECT 'sync_amplification', 'collective', collective || ' (' || source || ')', NULL, NULL, fastest_wait_fraction,
-           printf('%s over %d ranks (%s): the fastest rank waits %.0f%% of each step on average; arrival spread median %.2f ms, p99 %.2f ms; step %.2f ms',
-                  collective, ranks, source, 100 * fastest_wait_fraction, median_arrival_spread_us / 1000,
+           printf('%s over %d ranks (timed by %s): the fastest rank waits %.0f%% of each step on average; arrival spread median %.2f ms, p99 %.2f ms; step %.2f ms',
+                  collective, ranks, st_source_name(source), 100 * fastest_wait_fraction, median_arrival_spread_us / 1000,
                   p99_arrival_spread_us / 1000, median_step_us / 1000)
     FROM st_sync_amplification, st_params p
     WHERE fastest_wait_fraction >= p.sync_wait_fraction
