@@ -503,6 +503,10 @@ fn print_category(err: &mut impl std::io::Write, title: &str, of: &[&Finding], t
     if of[0].category == "slowdown" {
         let ranked: Vec<(i64, &Finding)> = (1..).zip(of.iter().copied()).collect();
         print_ranked(err, &ranked, top, "");
+        let _ = writeln!(
+            err,
+            "  (traced: from the first to the last collective matched on every rank; a healthy step: the median training step no culprit impaired, or the --baseline run's)"
+        );
         return;
     }
     let mut scopes: Vec<&str> = of.iter().map(|f| f.scope.as_str()).collect();

@@ -1390,9 +1390,12 @@ a AS (
     FROM late_rank WHERE held_up)
 SELECT category, scope, row_number() OVER (PARTITION BY category, scope ORDER BY withheld IS NOT NULL, score DESC, subject) AS rank_in_scope,
        subject, host, rank, score, time_lost_s, summary,
-       coalesce(withheld, CASE WHEN category IN ('latency', 'contention', 'sync_amplification') AND lost.timed AND NOT lost.job_lost_time
+       coalesce(withheld, CASE WHEN category IN ('latency', 'contention') AND lost.timed AND NOT lost.job_lost_time
                                THEN 'stood out, but no step time was lost to any culprit' END) AS withheld
 FROM a CROSS JOIN lost
+-- ranks waiting for each other is how synchronous training works: without lost time it is not
+-- even worth a line (a clean 6-rank gloo job's fastest rank waits ~30 % of every step)
+WHERE NOT (category = 'sync_amplification' AND lost.timed AND NOT lost.job_lost_time)
 -- the verdict first (what cost the most time first, then what could not be priced), then the
 -- evidence by category
 ORDER BY category <> 'slowdown', time_lost_s IS NULL, time_lost_s DESC, category, scope, rank_in_scope;
