@@ -818,6 +818,23 @@ mod tests {
         s
     }
 
+    /// A flow that closed while the ring buffer was full: the kernel keeps it, marked.
+    fn closed_unsent(s: FlowStats) -> FlowStats {
+        FlowStats {
+            end_ns: 2_500,
+            closed_unsent: 1,
+            ..s
+        }
+    }
+
+    /// Sinks writing one file per table under `out`.
+    fn per_run_sinks(out: &Path) -> Sinks {
+        sinks(Layout::PerRun {
+            out: out.to_path_buf(),
+            run_id: "run".into(),
+        })
+    }
+
     fn rtt(cookie: u64, srtt_us: u32) -> Vec<u8> {
         let mut e = RttSampleEvent {
             cookie,
@@ -908,21 +925,11 @@ mod tests {
     #[test]
     fn every_record_and_every_flow_left_in_the_kernel_is_written_and_counted() {
         let dir = tempfile::tempdir().unwrap();
-        let mut sinks = sinks(Layout::PerRun {
-            out: dir.path().to_path_buf(),
-            run_id: "run".into(),
-        });
+        let mut sinks = per_run_sinks(dir.path());
         let mut kernel = FakeKernel::default();
         // a flow still open at the end, and one that closed while the ring was full
         kernel.flows.insert(1, flow(1, 100));
-        kernel.flows.insert(
-            2,
-            FlowStats {
-                end_ns: 2_500,
-                closed_unsent: 1,
-                ..flow(2, 200)
-            },
-        );
+        kernel.flows.insert(2, closed_unsent(flow(2, 200)));
         let mut raw = vec![rtt(1, 50), rtt(1, 60), rtt(3, 70), flow_end(flow(3, 300))];
         raw.push(rtt(1, 80)[..20].to_vec()); // cut short: undecodable
         sinks.drain(records(&raw)).unwrap();
@@ -956,10 +963,7 @@ mod tests {
     #[test]
     fn the_flow_table_is_walked_only_after_the_ring_refused_a_flow_end() {
         let dir = tempfile::tempdir().unwrap();
-        let mut sinks = sinks(Layout::PerRun {
-            out: dir.path().to_path_buf(),
-            run_id: "run".into(),
-        });
+        let mut sinks = per_run_sinks(dir.path());
         let mut kernel = FakeKernel::default();
         kernel.flows.insert(1, flow(1, 100));
         for _ in 0..3 {
@@ -969,12 +973,7 @@ mod tests {
         }
         assert_eq!(kernel.sweeps.get(), 0, "nothing refused: no walk");
         // a refusal: walked, and once more (the flow may be marked just after the count)
-        let unsent = FlowStats {
-            end_ns: 2_500,
-            closed_unsent: 1,
-            ..flow(2, 200)
-        };
-        kernel.flows.insert(2, unsent);
+        kernel.flows.insert(2, closed_unsent(flow(2, 200)));
         for _ in 0..3 {
             sinks
                 .sweep_unsent_flows(&mut kernel, &flow_ends_refused(1), 4_000)
