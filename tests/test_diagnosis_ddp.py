@@ -248,6 +248,26 @@ def test_no_rank_is_called_a_straggler_under_a_network_fault(fault, request):
     assert not [f for f in run.findings if f["category"] == "straggler"], run.findings
 
 
+@pytest.mark.diagnosis
+def test_the_verdict_counts_no_more_evidence_than_was_recorded(lossy, limited):
+    """The verdict summed each slow step's evidence, and the steps of concurrent collectives
+    overlap: "17489 RTT samples ... queued" in a capture of 12,048, "1105 retransmits" in a run
+    of 1,099. Each sample or retransmit counts once."""
+    counts = ((r"with (\d+) retransmits", "retransmits", "kind = 'retransmit'"),
+              (r"while (\d+) RTT samples", "rtt", "true"))
+    checked = 0
+    for run in (lossy, limited):
+        for finding in (f for f in run.findings if f["category"] == "slowdown"):
+            for pattern, table, where in counts:
+                match = re.search(pattern, finding["summary"])
+                if not match:
+                    continue
+                recorded = duckdb.sql(f"SELECT count(*) FROM read_parquet('{run.fleet}/*/{table}/*.parquet') WHERE {where}").fetchone()[0]
+                assert 0 < int(match.group(1)) <= recorded, (finding["summary"], recorded)
+                checked += 1
+    assert checked >= 2, [f["summary"] for f in lossy.findings + limited.findings]
+
+
 def analyze_json(tmp_path, fleet, *args, check=True):
     out = tmp_path / "findings.json"
     proc = subprocess.run([scaletrace_bin(), "analyze", fleet, "--json", str(out), "--no-report", *args],

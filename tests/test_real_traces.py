@@ -326,6 +326,7 @@ def test_two_runs_of_the_same_ranks_are_not_one_job(tmp_path):
         events = []
         for k in range(steps):
             t = k * 100
+            events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": pid, "tid": pid, "ts": t, "dur": 99})
             events.append({"ph": "X", "cat": "cpu_op", "name": "forward", "pid": pid, "tid": pid, "ts": t, "dur": 50})
             events.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)",
                            "pid": 0, "tid": 7, "ts": t + 50 + rank, "dur": 20, "args": {"device": 0, "stream": 7}})
@@ -349,6 +350,9 @@ def test_two_runs_of_the_same_ranks_are_not_one_job(tmp_path):
     assert n == steps
     reasons = [r for (r,) in con.execute("SELECT reason FROM st_rank_refused ORDER BY rank").fetchall()]
     assert len(reasons) == 2 and all("another process" in r and "another run" in r for r in reasons), reasons
+    # a refused trace's steps are not the job's: ProfilerStep#N of both runs made one
+    # hour-long step per N, and ranks "doing 94 ms more own work"
+    assert con.execute("SELECT max(step_us) FROM st_rank_step").fetchone()[0] < 1000
     proc = run("analyze", str(tmp_path / "first"), str(tmp_path / "rerun"), "--no-report")
     assert proc.returncode == 0, proc.stderr
     assert "not matched: n1 rank 1: rerun-r1" in proc.stderr, proc.stderr

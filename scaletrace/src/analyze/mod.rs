@@ -386,7 +386,7 @@ const OVERVIEW_SQL: &str = "SELECT
     (SELECT coalesce(sum(retransmits), 0) FROM st_retrans_flow)::BIGINT AS retransmitted_segments,
     (SELECT count(*) FROM retransmits) AS retransmits,
     -- the ranks analyzed as one job; traces of other runs are refused and said
-    (SELECT count(*) FROM (SELECT host, rank FROM st_rank_trace WHERE (host, rank, source) NOT IN (SELECT (host, rank, source) FROM st_rank_refused)
+    (SELECT count(*) FROM (SELECT host, rank FROM st_rank_trace WHERE (host, rank, import_file) NOT IN (SELECT (host, rank, import_file) FROM st_rank_refused)
                            UNION SELECT host, rank FROM st_collective_op)) AS ranks,
     (SELECT count(*) FROM st_rank_refused) AS refused_traces,
     (SELECT count(*) FROM st_collective_op) AS collective_ops,

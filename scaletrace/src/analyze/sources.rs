@@ -216,12 +216,24 @@ pub fn views_sql(sources: &Sources) -> String {
             .iter()
             .map(|(name, ty)| format!("NULL::{ty} AS \"{name}\""))
             .collect();
-        let empty = format!("SELECT {} WHERE false", columns.join(", "));
+        // Each imported trace is one file: two runs' `rank0.pt.trace.json` differ only there.
+        let (file_column, empty_file_column) = if table.name == "gpu_events" {
+            (
+                ", filename AS import_file",
+                ", NULL::VARCHAR AS import_file",
+            )
+        } else {
+            ("", "")
+        };
+        let empty = format!(
+            "SELECT {}{empty_file_column} WHERE false",
+            columns.join(", ")
+        );
         match sources.patterns.get(table.name) {
             Some(patterns) if sources.has(table.name) => {
                 let list: Vec<String> = patterns.iter().map(|p| quote(p)).collect();
                 out.push_str(&format!(
-                    "CREATE OR REPLACE VIEW {} AS SELECT * FROM read_parquet([{}], union_by_name = true, hive_partitioning = false)\n  UNION ALL BY NAME {empty};\n",
+                    "CREATE OR REPLACE VIEW {} AS SELECT *{file_column} FROM read_parquet([{}], union_by_name = true, hive_partitioning = false)\n  UNION ALL BY NAME {empty};\n",
                     table.name,
                     list.join(", ")
                 ));

@@ -319,10 +319,10 @@ FROM t GROUP BY scope, subject;
 -- 4. Synchronization amplification: collectives across ranks
 ------------------------------------------------------------------------------------------
 
--- Timeline events on the UTC axis (events of traces that lost their time base are left out:
--- `time_aligned` is false for them), in µs.
-CREATE OR REPLACE VIEW st_event AS
-SELECT host, rank, source, pid, category, name, on_gpu, collective, comm_source, process_group, seq,
+-- Every imported timeline event on the UTC axis (events of traces that lost their time base are
+-- left out: `time_aligned` is false for them), in µs; `st_event` holds those of the job.
+CREATE OR REPLACE VIEW st_trace_event AS
+SELECT host, rank, source, import_file, pid, category, name, on_gpu, collective, comm_source, process_group, seq,
        msg_bytes, group_size, epoch_ns(ts) AS start_ns, epoch_ns(ts) + greatest(dur_ns, 0) AS end_ns,
        epoch_ns(ts) // 1000 AS start_us, (epoch_ns(ts) + greatest(dur_ns, 0)) // 1000 AS end_us
 FROM gpu_events
@@ -339,8 +339,8 @@ WITH r AS (
            min(CASE comm_source WHEN 'nccl_kernel' THEN 1 WHEN 'comm_kernel' THEN 2
                                 WHEN 'backend' THEN 3 WHEN 'c10d' THEN 4 END) AS layer_order,
            max(group_size) AS group_size
-    FROM st_event GROUP BY host, rank)
-SELECT e.host, e.rank, e.source, min(e.start_ns) AS first_ns, max(e.end_ns) AS last_ns,
+    FROM st_trace_event GROUP BY host, rank)
+SELECT e.host, e.rank, e.import_file, any_value(e.source) AS source, min(e.start_ns) AS first_ns, max(e.end_ns) AS last_ns,
        min(e.start_us) AS first_us, max(e.end_us) AS last_us,
        -- the process that wrote it (CPU rows carry the process id, GPU rows the device)
        mode(e.pid) FILTER (WHERE NOT e.on_gpu) AS pid,
@@ -348,8 +348,8 @@ SELECT e.host, e.rank, e.source, min(e.start_ns) AS first_ns, max(e.end_ns) AS l
        any_value(CASE r.layer_order WHEN 1 THEN 'nccl_kernel' WHEN 2 THEN 'comm_kernel'
                                     WHEN 3 THEN 'backend' WHEN 4 THEN 'c10d' END) AS comm_layer,
        any_value(r.group_size) AS group_size
-FROM st_event e JOIN r ON r.host = e.host AND r.rank IS NOT DISTINCT FROM e.rank
-GROUP BY e.host, e.rank, e.source;
+FROM st_trace_event e JOIN r ON r.host = e.host AND r.rank IS NOT DISTINCT FROM e.rank
+GROUP BY e.host, e.rank, e.import_file;
 
 -- What a collective's `source` (its communication layer) means, for people.
 CREATE OR REPLACE MACRO st_source_name(source) AS
@@ -373,24 +373,30 @@ GROUP BY a.first_us ORDER BY ranks DESC, moment_us LIMIT 1;
 
 CREATE OR REPLACE VIEW st_rank_refused AS
 WITH t AS (
-    SELECT host, rank, source, pid, first_us <= m.moment_us AND last_us >= m.moment_us AS at_moment, group_size
+    SELECT host, rank, source, import_file, pid, first_us <= m.moment_us AND last_us >= m.moment_us AS at_moment, group_size
     FROM st_rank_trace, st_job_moment m WHERE rank IS NOT NULL),
 r AS (
     SELECT host, rank, bool_or(at_moment) AS rank_at_moment,
            list(DISTINCT pid) FILTER (WHERE at_moment AND pid IS NOT NULL) AS job_pids
     FROM t GROUP BY host, rank),
 g AS (SELECT mode(group_size) AS group_size FROM t WHERE at_moment)
-SELECT t.host, t.rank, t.source,
+SELECT t.host, t.rank, t.source, t.import_file,
        CASE WHEN NOT r.rank_at_moment THEN 'its trace does not overlap in time with the other ranks'' traces'
             WHEN t.group_size IS NOT NULL AND g.group_size IS NOT NULL AND t.group_size <> g.group_size
               THEN printf('it states a group size of %d, the other ranks %d', t.group_size, g.group_size)
-            ELSE printf('%s comes from another process (pid %d) than its trace of the job (pid %s): another run',
-                        regexp_extract(t.source, '[^/]*$'), t.pid, array_to_string(r.job_pids, ', ')) END AS reason
+            ELSE printf('%s (imported as %s) comes from another process (pid %d) than its trace of the job (pid %s): another run',
+                        regexp_extract(t.source, '[^/]*$'), t.import_file, t.pid, array_to_string(r.job_pids, ', ')) END AS reason
 FROM t JOIN r USING (host, rank) CROSS JOIN g
 WHERE NOT r.rank_at_moment
    OR (t.group_size IS NOT NULL AND g.group_size IS NOT NULL AND t.group_size <> g.group_size)
    OR (NOT t.at_moment AND t.pid IS NOT NULL AND len(coalesce(r.job_pids, [])) > 0
        AND NOT list_contains(r.job_pids, t.pid));
+
+-- The job's timeline events: every imported event but those of refused traces (a rank's
+-- steps, own time and lanes would otherwise mix two runs' ProfilerStep#N).
+CREATE OR REPLACE VIEW st_event AS
+SELECT e.* FROM st_trace_event e
+ANTI JOIN st_rank_refused r ON r.host = e.host AND r.rank = e.rank AND r.import_file = e.import_file;
 
 -- ProfilerStep#N annotations: the training steps of each rank (N counts iterations from the
 -- start of the job, so step N of every rank is the same iteration).
@@ -415,8 +421,7 @@ WITH k AS (
     FROM st_event e
     JOIN (SELECT DISTINCT host, rank, comm_layer FROM st_rank_trace) t
       ON t.host = e.host AND t.rank = e.rank AND t.comm_layer = e.comm_source
-    WHERE e.rank IS NOT NULL AND e.collective NOT IN ('Barrier', 'Send', 'Recv', 'SendRecv', 'Other')
-      AND (e.host, e.rank, e.source) NOT IN (SELECT (host, rank, source) FROM st_rank_refused))
+    WHERE e.rank IS NOT NULL AND e.collective NOT IN ('Barrier', 'Send', 'Recv', 'SendRecv', 'Other'))
 SELECT source, host, rank, collective, process_group, msg_bytes, start_us, end_us, profiler_step,
        coalesce(
          'seq ' || seq,
@@ -747,7 +752,7 @@ FROM s JOIN b USING (source, collective, position), st_params p;
 -- owns the remote address in the same capture (else the address itself).
 CREATE OR REPLACE VIEW st_retrans_ends AS
 WITH r AS (
-    SELECT r.host, st_us(r.ts) AS ts_us, r.flow_id, r.remote_addr, coalesce(n.node, r.host) AS node
+    SELECT r.host, st_us(r.ts) AS ts_us, epoch_ns(r.ts) AS ts_ns, r.flow_id, r.remote_addr, coalesce(n.node, r.host) AS node
     FROM retransmits r LEFT JOIN st_flow_node n ON n.host = r.host AND n.flow_id = r.flow_id
     WHERE r.kind = 'retransmit' AND r.remote_addr <> r.local_addr)
 SELECT r.*, st_remote_node(r.remote_addr, r.node) AS remote_node
@@ -912,28 +917,38 @@ m AS (
 SELECT c.* REPLACE (coalesce(m.node, c.culprit) AS culprit, coalesce(m.node, c.host) AS host)
 FROM st_slow_step_cause c LEFT JOIN m USING (cause, culprit);
 
--- How many distinct RTT samples queued above the fleet's usual on the flows of a queueing
--- culprit (a node's, or a link's) during the steps blamed on it: its slow steps (`slow`), or
--- the steps in which it held the most queued samples (`persistent`). Distinct samples, not a
--- sum over steps: the steps of concurrent collectives overlap in time, and a sum counted one
--- run's samples 1.5 times over (more than the capture held).
-CREATE OR REPLACE VIEW st_culprit_queued_samples AS
+-- The job time blamed on each culprit of the network or queueing kind, as the windows of its
+-- steps ([first start, last end]) and the nodes at its ends: its slow steps (`slow`), and for
+-- a queueing node or link the steps in which it held the most queued samples (`persistent`).
+CREATE OR REPLACE VIEW st_culprit_step_window AS
 WITH steps AS (
-    SELECT DISTINCT 'slow' AS kind, culprit, source, collective, step
-    FROM st_slow_step_blame WHERE cause = 'queueing'
+    SELECT DISTINCT 'slow' AS kind, cause, culprit, source, collective, step
+    FROM st_slow_step_blame WHERE cause IN ('network', 'queueing')
     UNION ALL
-    SELECT DISTINCT 'persistent', q.node, q.source, q.collective, q.step
-    FROM st_step_queueing q, st_params p WHERE q.node_samples >= p.min_step_queued_samples),
-w AS (
-    SELECT s.kind, s.culprit, x.first_start_us AS s, x.last_end_us AS e,
-           CASE WHEN s.culprit LIKE 'link %' THEN string_split(substr(s.culprit, 6), ' - ')
-                ELSE [s.culprit] END AS ends
-    FROM steps s JOIN st_collective_excess x USING (source, collective, step)),
-q AS (SELECT r.* FROM st_rtt_ends r, st_fleet_queueing f WHERE r.queued_us >= f.threshold_us)
+    SELECT DISTINCT 'persistent', 'queueing', q.node, q.source, q.collective, q.step
+    FROM st_step_queueing q, st_params p WHERE q.node_samples >= p.min_step_queued_samples)
+SELECT s.kind, s.cause, s.culprit, x.first_start_us AS s, x.last_end_us AS e,
+       CASE WHEN s.culprit LIKE 'link %' THEN string_split(substr(s.culprit, 6), ' - ')
+            ELSE [s.culprit] END AS ends
+FROM steps s JOIN st_collective_excess x USING (source, collective, step);
+
+-- How many distinct RTT samples queued above the fleet's usual on the flows of a queueing
+-- culprit (a node's, or a link's) during its steps, and how many distinct retransmits on the
+-- links of a network culprit during its slow steps. Distinct, not a sum over steps: the steps
+-- of concurrent collectives overlap in time, and sums counted 17,489 queued samples in a
+-- capture of 12,048 and 1,105 retransmits in a run of 1,099.
+CREATE OR REPLACE VIEW st_culprit_queued_samples AS
+WITH q AS (SELECT r.* FROM st_rtt_ends r, st_fleet_queueing f WHERE r.queued_us >= f.threshold_us)
 SELECT w.kind, w.culprit, count(DISTINCT (q.host, q.flow_id, q.ts_us)) AS queued_samples
-FROM w JOIN q ON q.ts_us BETWEEN w.s AND w.e
-WHERE list_contains(w.ends, q.node) OR list_contains(w.ends, q.remote_node)
+FROM st_culprit_step_window w JOIN q ON q.ts_us BETWEEN w.s AND w.e
+WHERE w.cause = 'queueing' AND (list_contains(w.ends, q.node) OR list_contains(w.ends, q.remote_node))
 GROUP BY w.kind, w.culprit;
+
+CREATE OR REPLACE VIEW st_culprit_retransmits AS
+SELECT w.culprit, count(DISTINCT (r.host, r.flow_id, r.ts_ns)) AS retransmits
+FROM st_culprit_step_window w JOIN st_retrans_ends r ON r.ts_us BETWEEN w.s AND w.e
+WHERE w.cause = 'network' AND (list_contains(w.ends, r.node) OR list_contains(w.ends, r.remote_node))
+GROUP BY w.culprit;
 
 -- A slow link present from the job's first step leaves no healthy step to compare with: every
 -- transfer is slow alike and none stands out in `st_collective_excess`. It still queues its
@@ -991,11 +1006,13 @@ CREATE OR REPLACE VIEW st_culprit AS
 WITH ev AS (SELECT cause, culprit, sum(evidence_us) / 1e6 AS evidence_s FROM st_culprit_iteration GROUP BY ALL),
 c AS (
     SELECT cause, culprit, any_value(host) AS host, any_value(rank) AS rank,
-           count(*) AS slow_steps, sum(retransmits) AS retransmits,
+           count(*) AS slow_steps, sum(retransmits) AS step_retransmits,
            median(e - s) / 1e3 AS median_excess_ms, median(lateness_us) / 1e3 AS median_lateness_ms,
            median(base_us) / 1e3 AS median_base_ms, string_agg(DISTINCT collective, ', ' ORDER BY collective) AS collectives
     FROM st_slow_step_blame GROUP BY cause, culprit)
-SELECT c.*, CASE WHEN c.cause = 'queueing' THEN coalesce(n.queued_samples, 0) END AS queued_samples, ev.evidence_s,
+SELECT c.* EXCLUDE (step_retransmits),
+       CASE WHEN c.cause = 'network' THEN coalesce(t.retransmits, 0) ELSE c.step_retransmits END AS retransmits,
+       CASE WHEN c.cause = 'queueing' THEN coalesce(n.queued_samples, 0) END AS queued_samples, ev.evidence_s,
        ev.evidence_s / nullif(sum(ev.evidence_s) OVER (PARTITION BY c.cause), 0) AS share_of_cause,
        o.extra_own_us / 1e3 AS extra_own_ms,
        CASE WHEN c.cause = 'unexplained' THEN false
@@ -1008,7 +1025,8 @@ SELECT c.*, CASE WHEN c.cause = 'queueing' THEN coalesce(n.queued_samples, 0) EN
             ELSE ev.evidence_s / nullif(sum(ev.evidence_s) OVER (PARTITION BY c.cause), 0) >= 0.5 END AS evidenced
 FROM c JOIN ev USING (cause, culprit) CROSS JOIN st_params p
 LEFT JOIN st_rank_own_time o ON c.cause = 'straggler' AND o.host = c.host AND o.rank = c.rank
-LEFT JOIN st_culprit_queued_samples n ON c.cause = 'queueing' AND n.kind = 'slow' AND n.culprit = c.culprit;
+LEFT JOIN st_culprit_queued_samples n ON c.cause = 'queueing' AND n.kind = 'slow' AND n.culprit = c.culprit
+LEFT JOIN st_culprit_retransmits t ON c.cause = 'network' AND t.culprit = c.culprit;
 
 -- The iterations in which a blamed straggler did extra work of its own (at least
 -- `min_excess_us` more than the other ranks' median): a rank slow in every step is not late by
