@@ -1335,7 +1335,7 @@ s AS (
              WHEN 'network' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d slow %s steps (each transfer a median %.0f ms longer than a healthy %.0f ms) with %d retransmits on %s during them: every rank waits for the slowest link (synchronization amplification)',
                                         culprit, time_lost_s, 100 * lost_fraction, traced_s, priced, slow_steps, collectives, median_excess_ms, median_base_ms, retransmits,
                                         CASE WHEN culprit LIKE 'link %' THEN 'that link' ELSE 'the links of ' || culprit END)
-             WHEN 'queueing' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d slow %s steps (each transfer a median %.0f ms longer than a healthy %.0f ms) without retransmits, while %d RTT samples on %s queued above the fleet''s usual%s: a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for',
+             WHEN 'queueing' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d slow %s steps (each transfer a median %.0f ms longer than a healthy %.0f ms) with no retransmits during them, while %d RTT samples on %s queued above the fleet''s usual%s: a slow or congested link (a rate limit, a lower link speed, a busy port) that every rank waits for',
                                          culprit, time_lost_s, 100 * lost_fraction, traced_s, priced, slow_steps, collectives, median_excess_ms, median_base_ms, queued_samples,
                                          CASE WHEN culprit LIKE 'link %' THEN 'that link' ELSE 'the links of ' || culprit END,
                                          delivery)
