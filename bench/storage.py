@@ -15,10 +15,12 @@ import datetime
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -103,12 +105,15 @@ def main():
             assert server.stdout.readline().strip() == "ready"
             # the recorder's defaults, but for the namespace to record
             rec = Recorder(out, "--netns", net.a, rtt_interval="10ms")
+            # keep reading its status lines, or a long run fills the pipe and blocks it
+            threading.Thread(target=lambda: rec.log.extend(rec.proc.stderr), daemon=True).start()
             started = time.time()
             net.run(net.a, sys.executable, "-c", CLIENT, net.b_ip, str(port), str(args.flows), str(args.chunk),
                     str(args.period), str(args.seconds), timeout=args.seconds + 120)
             elapsed = time.time() - started
             received = int(server.communicate(timeout=120)[0].split()[-1])
-            assert rec.stop() == 0, rec.stderr
+            rec.proc.send_signal(signal.SIGINT)
+            assert rec.proc.wait(timeout=60) == 0, rec.stderr
             sizes = table_sizes(out)
     finally:
         net.close()

@@ -262,7 +262,7 @@ def test_the_verdict_counts_no_more_evidence_than_was_recorded(lossy, limited):
                 match = re.search(pattern, finding["summary"])
                 if not match:
                     continue
-                recorded = duckdb.sql(f"SELECT count(*) FROM read_parquet('{run.fleet}/*/{table}/*.parquet') WHERE {where}").fetchone()[0]
+                recorded = duckdb.sql(f"SELECT count(*) FROM read_parquet('{run.fleet}/*/{table}/*.parquet') WHERE {where}").fetchall()[0][0]
                 assert 0 < int(match.group(1)) <= recorded, (finding["summary"], recorded)
                 checked += 1
     assert checked >= 2, [f["summary"] for f in lossy.findings + limited.findings]

@@ -315,8 +315,8 @@ def test_collectives_that_do_not_overlap_are_not_one_step(tmp_path):
 
 
 def test_two_runs_of_the_same_ranks_are_not_one_job(tmp_path):
-    """Two runs of one 2-rank job on the same hosts, an hour apart, read together: their
-    collectives (matched by order) made one "job" spanning both. A later trace of the same
+    """Two runs of one 2-rank job on the same hosts, an hour apart, with the same trace file
+    names, read together: their collectives (matched by order) made one "job" spanning both. A later trace of the same
     process (a profiler schedule with `repeat` writes one per cycle) is the same job; one from
     another process is another run: refused and said."""
     base = 1_700_000_000_000_000_000
@@ -331,7 +331,10 @@ def test_two_runs_of_the_same_ranks_are_not_one_job(tmp_path):
             events.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)",
                            "pid": 0, "tid": 7, "ts": t + 50 + rank, "dur": 20, "args": {"device": 0, "stream": 7}})
         doc = {"distributedInfo": {"rank": rank, "world_size": 2}, "baseTimeNanoseconds": start_ns, "traceEvents": events}
-        p = tmp_path / f"{name}-r{rank}.json"
+        # every run names its traces alike, as the profiler's handler does: only the
+        # directory differs
+        (tmp_path / f"{name}-traces").mkdir(exist_ok=True)
+        p = tmp_path / f"{name}-traces" / f"rank{rank}.pt.trace.json"
         p.write_text(json.dumps(doc))
         assert run("import", str(p), "--out", str(tmp_path / name / f"n{rank}"), "--host", f"n{rank}").returncode == 0
 
@@ -355,7 +358,7 @@ def test_two_runs_of_the_same_ranks_are_not_one_job(tmp_path):
     assert con.execute("SELECT max(step_us) FROM st_rank_step").fetchone()[0] < 1000
     proc = run("analyze", str(tmp_path / "first"), str(tmp_path / "rerun"), "--no-report")
     assert proc.returncode == 0, proc.stderr
-    assert "not matched: n1 rank 1: rerun-r1" in proc.stderr, proc.stderr
+    assert "not matched: n1 rank 1: rank1.pt.trace.json (imported as" in proc.stderr, proc.stderr
     assert "2 ranks (2 traces not of this job left out" in proc.stderr, proc.stderr
 
 

@@ -932,6 +932,12 @@ SELECT s.kind, s.cause, s.culprit, x.first_start_us AS s, x.last_end_us AS e,
             ELSE [s.culprit] END AS ends
 FROM steps s JOIN st_collective_excess x USING (source, collective, step);
 
+-- A flow between `node` and `remote_node` is on a culprit's links: for a node, any flow of it;
+-- for a link, a flow between its two ends.
+CREATE OR REPLACE MACRO st_on_culprit_links(ends, node, remote_node) AS
+    CASE WHEN len(ends) = 2 THEN list_contains(ends, node) AND list_contains(ends, remote_node)
+         ELSE list_contains(ends, node) OR list_contains(ends, remote_node) END;
+
 -- How many distinct RTT samples queued above the fleet's usual on the flows of a queueing
 -- culprit (a node's, or a link's) during its steps, and how many distinct retransmits on the
 -- links of a network culprit during its slow steps. Distinct, not a sum over steps: the steps
@@ -941,13 +947,13 @@ CREATE OR REPLACE VIEW st_culprit_queued_samples AS
 WITH q AS (SELECT r.* FROM st_rtt_ends r, st_fleet_queueing f WHERE r.queued_us >= f.threshold_us)
 SELECT w.kind, w.culprit, count(DISTINCT (q.host, q.flow_id, q.ts_us)) AS queued_samples
 FROM st_culprit_step_window w JOIN q ON q.ts_us BETWEEN w.s AND w.e
-WHERE w.cause = 'queueing' AND (list_contains(w.ends, q.node) OR list_contains(w.ends, q.remote_node))
+WHERE w.cause = 'queueing' AND st_on_culprit_links(w.ends, q.node, q.remote_node)
 GROUP BY w.kind, w.culprit;
 
 CREATE OR REPLACE VIEW st_culprit_retransmits AS
 SELECT w.culprit, count(DISTINCT (r.host, r.flow_id, r.ts_ns)) AS retransmits
 FROM st_culprit_step_window w JOIN st_retrans_ends r ON r.ts_us BETWEEN w.s AND w.e
-WHERE w.cause = 'network' AND (list_contains(w.ends, r.node) OR list_contains(w.ends, r.remote_node))
+WHERE w.cause = 'network' AND st_on_culprit_links(w.ends, r.node, r.remote_node)
 GROUP BY w.culprit;
 
 -- A slow link present from the job's first step leaves no healthy step to compare with: every
@@ -1228,7 +1234,10 @@ WITH late_rank AS (
                   t.rank, t.host, t.steps_last, t.steps, t.collective, st_source_name(t.source), t.median_lateness_us / 1000, 100 * t.fastest_wait_fraction,
                   CASE WHEN o.extra_own_us IS NULL THEN ''
                        ELSE printf('; its own work per training step: %+.1f ms against the other ranks'' median', o.extra_own_us / 1000) END) AS summary,
-           coalesce(o.extra_own_us < greatest(p.min_excess_us, 0.5 * t.median_lateness_us), false) AS held_up
+           coalesce(o.extra_own_us < greatest(p.min_spread_us, 0.5 * t.median_lateness_us), false)
+             -- a rank the verdict names as a straggler is one here too
+             AND NOT EXISTS (SELECT 1 FROM st_culprit c WHERE c.cause = 'straggler' AND c.evidenced
+                               AND c.host = t.host AND c.rank = t.rank) AS held_up
     FROM st_straggler t CROSS JOIN st_params p
     LEFT JOIN st_rank_own_time o ON o.host = t.host AND o.rank = t.rank
     WHERE t.steps_last >= p.min_straggler_steps AND t.share_last >= greatest(p.min_straggler_share, 2.0 / t.ranks)),
@@ -1392,10 +1401,25 @@ pq AS (
 -- only if it did (a culprit in the verdict, or a straggler); otherwise it is `withheld` (with
 -- the reason): listed as standing out, not as a finding. Without timelines it is all the
 -- diagnosis there is.
+-- `timed`: the verdict could have seen lost time — matched steps with end times and enough
+-- occurrences to have a healthy duration (NCCL API calls have entry times only; a profiler
+-- window of 3 steps has no healthy duration to compare with).
 lost AS (
-    SELECT EXISTS (SELECT 1 FROM st_collective_op) AS timed,
+    SELECT EXISTS (SELECT 1 FROM st_collective_excess x, st_params p
+                   WHERE x.transfer_us IS NOT NULL AND x.occurrences >= p.min_occurrences) AS timed,
+           (SELECT min(first_start_us) FROM st_collective_excess) AS span_start_us,
+           (SELECT max(last_end_us) FROM st_collective_excess) AS span_end_us,
            EXISTS (SELECT 1 FROM s) OR EXISTS (SELECT 1 FROM pq)
              OR EXISTS (SELECT 1 FROM f WHERE category = 'straggler') AS job_lost_time),
+-- A flow judged on latency is judged by the timelines only when most of its RTT samples fall
+-- within the traced steps: samples from before or after the profiler ran say nothing about
+-- whether steps got slower.
+flow_in_span AS (
+    SELECT fl.host, fl.flow_label,
+           count(*) FILTER (WHERE st_us(r.ts) BETWEEN lost.span_start_us AND lost.span_end_us) / count(*) AS share
+    FROM rtt r JOIN st_flow fl USING (host, flow_id) CROSS JOIN lost
+    WHERE fl.flow_label IN (SELECT subject FROM f WHERE category = 'latency')
+    GROUP BY fl.host, fl.flow_label),
 a AS (
     SELECT *, NULL::DOUBLE AS time_lost_s, NULL::VARCHAR AS withheld FROM f
     UNION ALL BY NAME
@@ -1406,14 +1430,16 @@ a AS (
     SELECT category, scope, subject, host, rank, score, summary,
            'arrived last without more work of its own than the other ranks: held up by something else, not a straggler' AS withheld
     FROM late_rank WHERE held_up)
-SELECT category, scope, row_number() OVER (PARTITION BY category, scope ORDER BY withheld IS NOT NULL, score DESC, subject) AS rank_in_scope,
-       subject, host, rank, score, time_lost_s, summary,
-       coalesce(withheld, CASE WHEN category IN ('latency', 'contention') AND lost.timed AND NOT lost.job_lost_time
-                               THEN 'stood out, but no step time was lost to any culprit' END) AS withheld
+SELECT a.category, a.scope, row_number() OVER (PARTITION BY a.category, a.scope ORDER BY a.withheld IS NOT NULL, a.score DESC, a.subject) AS rank_in_scope,
+       a.subject, a.host, a.rank, a.score, a.time_lost_s, a.summary,
+       coalesce(a.withheld, CASE WHEN a.category IN ('latency', 'contention') AND lost.timed AND NOT lost.job_lost_time
+                                      AND (a.category <> 'latency' OR coalesce(w.share, 0) >= 0.5)
+                                 THEN 'stood out, but the job lost no step time to any culprit above the verdict''s floors' END) AS withheld
 FROM a CROSS JOIN lost
+LEFT JOIN flow_in_span w ON a.category = 'latency' AND w.host = a.host AND w.flow_label = a.subject
 -- ranks waiting for each other is how synchronous training works: without lost time it is not
 -- even worth a line (a clean 6-rank gloo job's fastest rank waits ~30 % of every step)
-WHERE NOT (category = 'sync_amplification' AND lost.timed AND NOT lost.job_lost_time)
+WHERE NOT (a.category = 'sync_amplification' AND lost.timed AND NOT lost.job_lost_time)
 -- the verdict first (what cost the most time first, then what could not be priced), then the
 -- evidence by category
 ORDER BY category <> 'slowdown', time_lost_s IS NULL, time_lost_s DESC, category, scope, rank_in_scope;

@@ -111,6 +111,22 @@ struct Totals {
     states: u64,
 }
 
+/// How long after the ring refused a flow's end the flow table is walked on every call.
+const SWEEP_SETTLE_NS: u64 = 2_000_000_000;
+/// The longest the flow table goes without a walk.
+const SWEEP_BACKSTOP_NS: u64 = 60_000_000_000;
+
+/// What `sweep_unsent_flows` remembers between calls (monotonic ns).
+#[derive(Default)]
+struct SweepState {
+    /// Flow ends the ring had refused at the last walk that followed a new refusal.
+    refused: u64,
+    /// When that walk ran.
+    changed_at: Option<u64>,
+    /// When the table was last walked.
+    walked_at: u64,
+}
+
 pub struct Sinks {
     assembler: Assembler,
     node: NodeIdentity,
@@ -135,10 +151,8 @@ pub struct Sinks {
     qp_snapshot_prev: std::collections::HashMap<QpKey, [u64; 4]>,
     /// Each open flow's counters at its previous snapshot (bytes sent, received, retransmits).
     snapshot_prev: std::collections::HashMap<u64, (u64, u64, u32)>,
-    /// Flow ends the ring refused, as counted at the last sweep of the flow table.
-    flow_ends_refused_at_sweep: u64,
-    /// The last sweep followed a new refusal: sweep once more (see `sweep_unsent_flows`).
-    sweep_again: bool,
+    /// When to walk the kernel flow table for closed flows (`sweep_unsent_flows`).
+    sweep: SweepState,
     /// Files completed so far (every table, every interval).
     pub files_closed: u64,
 }
@@ -194,8 +208,7 @@ impl Sinks {
             interval_start_utc: start_utc,
             closed: Totals::default(),
             snapshot_prev: Default::default(),
-            flow_ends_refused_at_sweep: 0,
-            sweep_again: false,
+            sweep: SweepState::default(),
             qp_snapshot_prev: Default::default(),
             accounting: Accounting::new(),
             disk_full: false,
@@ -393,11 +406,12 @@ impl Sinks {
     }
 
     /// Writes flows that closed while the ring buffer was full (the kernel kept them in the
-    /// map, marked) and removes them from the kernel table. The table is walked only when the
-    /// ring has refused a flow's end since the last walk (`counters`, read before this call):
-    /// a walk costs two syscalls per entry, 65,536 entries on a full table, every tick. The
-    /// kernel counts the refusal just before it marks the flow, so the walk after a change is
-    /// repeated once.
+    /// map, marked) and removes them from the kernel table. The table is walked only when it
+    /// can hold such a flow: a walk costs two syscalls per entry, 65,536 entries on a full
+    /// table, every tick. So: when the ring has refused a flow's end since the last walk
+    /// (`counters`, read before this call), on every call for `SWEEP_SETTLE_NS` after that
+    /// (the kernel counts the refusal just before it marks the flow, and a preempted close can
+    /// mark it later), and at least every `SWEEP_BACKSTOP_NS`.
     pub fn sweep_unsent_flows(
         &mut self,
         tables: &mut dyn KernelTables,
@@ -405,17 +419,26 @@ impl Sinks {
         now_mono: u64,
     ) -> Result<()> {
         let refused = counters.get(STAT_RING_FULL + EVENT_FLOW_END);
-        let changed = refused != self.flow_ends_refused_at_sweep;
-        if !changed && !self.sweep_again {
+        let changed = refused != self.sweep.refused;
+        let settling = self
+            .sweep
+            .changed_at
+            .is_some_and(|at| now_mono.saturating_sub(at) < SWEEP_SETTLE_NS);
+        let overdue = now_mono.saturating_sub(self.sweep.walked_at) >= SWEEP_BACKSTOP_NS;
+        if !changed && !settling && !overdue {
             return Ok(());
         }
-        self.flow_ends_refused_at_sweep = refused;
-        self.sweep_again = changed;
         for (cookie, s) in tables.closed_unsent_flows() {
             let row = self.assembler.flow(&s, now_mono);
             self.push_with(|w| w.flows.push(row))?;
             tables.remove_flow(cookie);
         }
+        // only after a walk that wrote everything: a failed one is repeated at the next call
+        if changed {
+            self.sweep.refused = refused;
+            self.sweep.changed_at = Some(now_mono);
+        }
+        self.sweep.walked_at = now_mono;
         Ok(())
     }
 
@@ -962,25 +985,32 @@ mod tests {
 
     #[test]
     fn the_flow_table_is_walked_only_after_the_ring_refused_a_flow_end() {
+        const S: u64 = 1_000_000_000;
         let dir = tempfile::tempdir().unwrap();
         let mut sinks = per_run_sinks(dir.path());
         let mut kernel = FakeKernel::default();
         kernel.flows.insert(1, flow(1, 100));
-        for _ in 0..3 {
+        let mut sweep = |kernel: &mut FakeKernel, refused: u64, at: u64| {
             sinks
-                .sweep_unsent_flows(&mut kernel, &flow_ends_refused(0), 4_000)
+                .sweep_unsent_flows(kernel, &flow_ends_refused(refused), at)
                 .unwrap();
+        };
+        for t in 1..4 {
+            sweep(&mut kernel, 0, t * S);
         }
         assert_eq!(kernel.sweeps.get(), 0, "nothing refused: no walk");
-        // a refusal: walked, and once more (the flow may be marked just after the count)
+        // the refusal is counted before the flow is marked: the first walk finds nothing, the
+        // next one (still settling) finds it
+        sweep(&mut kernel, 1, 10 * S);
         kernel.flows.insert(2, closed_unsent(flow(2, 200)));
-        for _ in 0..3 {
-            sinks
-                .sweep_unsent_flows(&mut kernel, &flow_ends_refused(1), 4_000)
-                .unwrap();
-        }
+        sweep(&mut kernel, 1, 11 * S);
         assert_eq!(kernel.sweeps.get(), 2);
         assert!(!kernel.flows.contains_key(&2) && kernel.flows.contains_key(&1));
+        // settled: no walk; a minute later, a walk whatever the counters say
+        sweep(&mut kernel, 1, 13 * S);
+        assert_eq!(kernel.sweeps.get(), 2);
+        sweep(&mut kernel, 1, 72 * S);
+        assert_eq!(kernel.sweeps.get(), 3);
         sinks
             .finish(Vec::new(), &mut kernel, &Hooks::default())
             .unwrap();
