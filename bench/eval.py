@@ -203,6 +203,8 @@ def score(records):
         r["n_findings"] = len(found)
         r["first"] = describe(first)
         r["estimated_lost_s"] = first.get("time_lost_s") if first else None
+        # the training step the verdict says the problem began at (`first_step`)
+        r["began_at_step"] = first.get("first_step") if first else None
         if r["scenario"] == "clean":
             r["right"] = len(found) == 0
             r["lost_error"] = None
@@ -298,6 +300,10 @@ def totals(records):
             "clean_findings": [r["n_findings"] for r in cleans],
             "runs_with_estimate": len(errors), "median_time_lost_error": statistics.median(errors) if errors else None,
             "within_30_percent": sum(e <= 0.3 for e in errors),
+            # began at − planted step, for the right verdicts of faults planted mid-run
+            "onset_offsets": [r["began_at_step"] - r["onset_step"] for r in above
+                              if r["right"] and r.get("onset_step") and r.get("began_at_step") is not None],
+            "onset_runs": sum(1 for r in above if r["right"] and r.get("onset_step")),
             **baseline_totals(ok_faulty),
             "failed_runs": [f"{r['scenario']} r{r['rep']}: {r['error']}" for r in records if r["error"]]}
 
@@ -336,6 +342,9 @@ def markdown(meta, records, tot):
          f"over {tot['runs_with_estimate']} fault runs whose first finding carries `time_lost_s`; "
          f"within 30 %: {tot.get('within_30_percent', '–')} of {tot['fault_runs']} fault runs"
          + (" (today's binary gives no estimate)" if tot["runs_with_estimate"] == 0 else "") + ".",
+         f"- **When it began**: the verdict's first step was the planted step in "
+         f"{sum(o == 0 for o in tot['onset_offsets'])} of {tot['onset_runs']} right verdicts of faults planted mid-run, "
+         f"within 1 step in {sum(abs(o) <= 1 for o in tot['onset_offsets'])}; its offsets (steps): {tot['onset_offsets']}.",
          ]
     if tot.get("below_floor_runs"):
         n = tot["below_floor_runs"]
@@ -357,7 +366,8 @@ def markdown(meta, records, tot):
                  f"{tot['baseline_within_30_percent']} of {tot['baseline_runs']} (table at the end of the runs).")
     if tot["failed_runs"]:
         L.append(f"- Runs that failed (not scored): {'; '.join(tot['failed_runs'])}.")
-    L += ["", "Columns: *from step* is the step the fault started at (0: before the job); *healthy / faulted "
+    L += ["", "Columns: *from step* is the step the fault started at (0: before the job); *began at* is the "
+          "step the first finding says it began at (`first_step`); *healthy / faulted "
           "median* is the median step before and from it (a step's duration is the median over ranks of each "
           f"rank's step, first {SKIP} steps left out); *clean / run median* the median step of the clean runs of "
           "the same configuration and of this whole run; *measured lost* is the sum over the faulted steps of "
@@ -386,20 +396,21 @@ def markdown(meta, records, tot):
                          f"{r['loadavg_1m']:.1f} | {fs.get('retransmits', '–')} | {r['n_findings']} | {r['first']} | "
                          f"{'yes' if r['right'] else 'no'} |")
         else:
-            L += ["| rep | config | world | planted | size | from step | healthy / faulted median ms | clean / run median ms "
+            L += ["| rep | config | world | planted | size | from step | began at | healthy / faulted median ms | clean / run median ms "
                   "| load | measured lost s | estimated s | error | retrans | first finding | right? | hit at | findings |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
             for r in rs:
                 p = r["planted"] or {}
                 what = f"rank {p.get('rank')} ({p.get('host')})" if s == "slow_rank" else f"{p.get('host')} ({p.get('ip')})"
                 if r["error"]:
                     L.append(f"| {r['rep']} | {r['config']} | {r['world_size']} | {what} | {p.get('size')} | "
-                             f"{r.get('onset_step', 0)} | failed: {r['error'][:80]} | | | | | | | | | | |")
+                             f"{r.get('onset_step', 0)} | failed: {r['error'][:80]} | | | | | | | | | | | |")
                     continue
                 fs = r.get("flow_stats") or {}
                 healthy, faulted = r.get("healthy_median_step_s"), r.get("faulted_median_step_s")
                 L.append(f"| {r['rep']} | {r['config']} | {r['world_size']} | {what} | {p.get('size')} | "
-                         f"{r.get('onset_step', 0)} | {fmt(healthy and healthy * 1e3, 0)} / {fmt(faulted and faulted * 1e3, 0)} | "
+                         f"{r.get('onset_step', 0)} | {r.get('began_at_step') if r.get('began_at_step') is not None else '–'} | "
+                         f"{fmt(healthy and healthy * 1e3, 0)} / {fmt(faulted and faulted * 1e3, 0)} | "
                          f"{fmt(r['clean_median_step_s'] and r['clean_median_step_s'] * 1e3, 0)} / "
                          f"{r['median_step_s'] * 1e3:.0f} | {r['loadavg_1m']:.1f} | {fmt(r['measured_lost_s'])}"
                          f"{'' if r.get('measured_against') == 'healthy steps' else ' (vs clean)'} | "

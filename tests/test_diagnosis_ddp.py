@@ -9,6 +9,7 @@ The tests without a marker check the lab itself, whatever the diagnosis says: th
 the gloo collectives, a fault slows the job measurably, the recorders saw the DDP flows between
 the node IPs (with retransmits under loss) under each node's own hostname. The `diagnosis`
 tests check `analyze`'s verdict against the planted problem."""
+import datetime
 import glob
 import importlib.util
 import json
@@ -236,6 +237,29 @@ def test_time_lost_matches_the_measured_slowdown(fault, request):
     estimated = first.get("time_lost_s")
     assert estimated is not None, first
     assert abs(estimated - measured) <= MAX_LOST_ERROR * measured, (estimated, measured, first.get("summary"))
+
+
+@pytest.mark.diagnosis
+@pytest.mark.parametrize("fault", ["lossy", "limited", "slow"])
+def test_the_verdict_says_when_the_problem_began_and_where_to_look(fault, request):
+    """The verdict said what and how much, never when: an engineer paged about a slow job asks
+    first when it began. Its first step is the step the fault was planted at (3 % loss holds up
+    most steps, not each one, so its first held-up step may come a few steps later), not a step
+    of noise before it (a slow rank planted at step 33 also left evidence in step 19), and its
+    moment is that step's on the ranks' own clocks."""
+    run = request.getfixturevalue(fault)
+    first = run.findings[0]
+    later = 4 if fault == "lossy" else 1
+    assert first.get("first_step") is not None, first
+    assert ONSET - 1 <= first["first_step"] <= ONSET + later, (first["first_step"], first["seen_when"])
+    step = run.truth[0]["steps"][first["first_step"]]
+    began_ns = datetime.datetime.fromisoformat(first["first_seen"]).timestamp() * 1e9
+    assert step["start_ns"] - 50e6 <= began_ns <= step["end_ns"] + 50e6, (first["first_seen"], step)
+    if fault != "lossy":  # a lossy link need not hold up the very last step
+        assert "still going when the trace ended" in first["seen_when"], first["seen_when"]
+    planted = run.faults[0]
+    where = f"rank {SLOW}" if fault == "slow" else planted["host"]
+    assert where in first["next_check"], first["next_check"]
 
 
 @pytest.mark.diagnosis

@@ -151,6 +151,21 @@ pub struct Finding {
     /// Estimated job time this cost (the `slowdown` verdicts).
     pub time_lost_s: Option<f64>,
     pub summary: String,
+    /// A verdict's first and last slow step it held up (ISO 8601, UTC).
+    #[serde(default)]
+    pub first_seen: Option<String>,
+    #[serde(default)]
+    pub last_seen: Option<String>,
+    /// The training step (ProfilerStep#N) it began at: where its held-up steps begin to
+    /// outnumber the healthy ones.
+    #[serde(default)]
+    pub first_step: Option<i64>,
+    /// The same for people, with the training steps and the traced span.
+    #[serde(default)]
+    pub seen_when: Option<String>,
+    /// Where to look next for this kind of culprit.
+    #[serde(default)]
+    pub next_check: Option<String>,
     /// Why `st_finding` holds this back (evidence that stood out on a job that lost no time,
     /// a rank that arrived last while held up by something else): shown as such, never a
     /// finding (not in `--json`).
@@ -487,8 +502,16 @@ WHERE not_on_every_rank > 2 OR repeated > 0 OR not_overlapping > 0";
 
 /// The first `top` findings with their position, and how many more the report has.
 fn print_ranked(err: &mut impl std::io::Write, ranked: &[(i64, &Finding)], top: usize, what: &str) {
-    let line =
-        |(position, f): &(i64, &Finding)| format!("  {position}. [{}] {}", f.scope, f.summary);
+    let line = |(position, f): &(i64, &Finding)| {
+        let mut text = format!("  {position}. [{}] {}", f.scope, f.summary);
+        // a verdict also says when, and where to look next
+        for (label, value) in [("when", &f.seen_when), ("next", &f.next_check)] {
+            if let Some(value) = value {
+                text.push_str(&format!("\n     {label}: {value}"));
+            }
+        }
+        text
+    };
     print_top(err, ranked, top, line, "     ", what);
 }
 
@@ -586,7 +609,11 @@ fn print_top<T>(
     }
     if items.len() > top {
         let more = items.len() - top;
-        let _ = writeln!(err, "{more_indent}... {more} more{what} in the report");
+        let _ = writeln!(
+            err,
+            "{more_indent}... {more} more{what}: --top {} shows them, as does the report",
+            items.len()
+        );
     }
 }
 

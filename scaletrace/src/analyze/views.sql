@@ -896,7 +896,7 @@ FROM r;
 -- The job's traced time: from the first to the last matched collective.
 CREATE OR REPLACE VIEW st_job_span AS
 SELECT (max(last_end_us) - min(first_start_us)) / 1e6 AS traced_s, count(*) AS steps,
-       count(DISTINCT iteration) AS iterations
+       count(DISTINCT iteration) AS iterations, min(first_start_us) AS span_start_us, max(last_end_us) AS span_end_us
 FROM st_collective_excess;
 
 -- A link named on a tie between its two ends and a node at one of its ends named in other
@@ -1003,9 +1003,9 @@ u AS (
            sum(CASE WHEN prev_end >= s THEN 0 ELSE 1 END)
              OVER (PARTITION BY cause, culprit, iteration ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
     FROM m)
-SELECT cause, culprit, iteration, sum(e - s) AS evidence_us
+SELECT cause, culprit, iteration, sum(e - s) AS evidence_us, min(s) AS first_us, max(e) AS last_us
 FROM (SELECT cause, culprit, iteration, island, min(s) AS s, max(e) AS e FROM u GROUP BY ALL)
-GROUP BY ALL;
+GROUP BY cause, culprit, iteration;
 
 -- One row per culprit: its evidence, and whether it stands out enough to be blamed.
 CREATE OR REPLACE VIEW st_culprit AS
@@ -1217,6 +1217,101 @@ SELECT e.culprit,
 FROM e CROSS JOIN bulk f
 GROUP BY e.culprit;
 
+-- Each node's busiest interface by name (where the capture has interface names): where an
+-- operator looks first.
+CREATE OR REPLACE VIEW st_node_iface AS
+SELECT n.node, arg_max(f.local_iface, coalesce(f.bytes_sent, 0) + coalesce(f.bytes_received, 0)) AS iface
+FROM st_flow f JOIN st_flow_node n USING (host, flow_id)
+WHERE f.local_iface <> f.local_addr
+GROUP BY n.node;
+
+-- Moments for people (a clock time; the header gives the date) and for programs (ISO 8601).
+CREATE OR REPLACE MACRO st_clock(us) AS strftime(make_timestamp(us::BIGINT), '%H:%M:%S');
+CREATE OR REPLACE MACRO st_iso(us) AS strftime(make_timestamp(us::BIGINT), '%Y-%m-%dT%H:%M:%S.%fZ');
+
+-- When each culprit held the job up. An engineer paged about a slow job first asks when it
+-- began (a change made at that moment, a link that flapped) and whether it still goes on. The
+-- onset is the training step that best splits the traced steps into a part before it and a
+-- part from it on, each held up at its own rate (one change point: the split under which the
+-- two Bernoulli rates explain the held-up steps most likely), the rate from it on the higher.
+-- A step of noise before the fault is then no onset (a slow rank planted at step 33 left
+-- evidence in step 19 too, and "from step 19" would send the engineer to the wrong change),
+-- nor is a short run of held-up steps at the end of an intermittent fault (2 % loss held up
+-- 29 of 50 steps from step 30, and by difference of shares the last 3 steps won). Without
+-- training steps (no ProfilerStep): the first and last moments of its evidence.
+CREATE OR REPLACE MACRO st_bernoulli_ll(k, n) AS
+    CASE WHEN k = 0 OR k = n THEN 0.0 ELSE k * ln(k / n) + (n - k) * ln(1 - k / n) END;
+
+CREATE OR REPLACE VIEW st_culprit_when AS
+WITH hit AS (
+    SELECT cause, culprit, iteration, min(first_us) AS first_us, max(last_us) AS last_us
+    FROM (SELECT cause, culprit, iteration, first_us, last_us FROM st_culprit_iteration
+          UNION ALL
+          -- a slow link from the first step (`st_persistent_queueing`): the steps it queued most in
+          SELECT 'persistent', q.node, x.iteration, x.first_start_us, x.last_end_us
+          FROM st_step_queueing q JOIN st_collective_excess x USING (source, collective, step), st_params p
+          WHERE q.node_samples >= p.min_step_queued_samples)
+    GROUP BY cause, culprit, iteration),
+its AS (SELECT DISTINCT iteration FROM st_collective_excess WHERE iteration IS NOT NULL),
+grid AS (
+    SELECT c.cause, c.culprit, i.iteration, h.iteration IS NOT NULL AS held
+    FROM (SELECT DISTINCT cause, culprit FROM hit WHERE iteration IS NOT NULL) c CROSS JOIN its i
+    LEFT JOIN hit h ON h.cause = c.cause AND h.culprit = c.culprit AND h.iteration = i.iteration),
+split AS (
+    SELECT *, sum(held::INT) OVER later AS held_from, count(*) OVER later AS steps_from,
+           sum(held::INT) OVER (PARTITION BY cause, culprit) AS held_all, count(*) OVER (PARTITION BY cause, culprit) AS steps
+    FROM grid
+    WINDOW later AS (PARTITION BY cause, culprit ORDER BY iteration DESC ROWS UNBOUNDED PRECEDING)),
+onset AS (
+    SELECT cause, culprit,
+           arg_max(iteration, (st_bernoulli_ll(held_from, steps_from) + st_bernoulli_ll(held_all - held_from, steps - steps_from),
+                               -iteration)) AS onset_iteration
+    FROM split
+    WHERE held AND held_from / steps_from >= coalesce((held_all - held_from) / nullif(steps - steps_from, 0), 0)
+    GROUP BY cause, culprit),
+stepped AS (
+    SELECT o.cause, o.culprit, o.onset_iteration, max(g.iteration) FILTER (WHERE g.held) AS last_iteration,
+           count(*) FILTER (WHERE g.held AND g.iteration >= o.onset_iteration) AS held_after,
+           count(*) FILTER (WHERE g.held AND g.iteration < o.onset_iteration) AS held_before,
+           count(*) FILTER (WHERE g.iteration < o.onset_iteration) AS steps_before
+    FROM onset o JOIN grid g USING (cause, culprit) GROUP BY ALL),
+span AS (SELECT min(iteration) AS first_it, max(iteration) AS last_it, count(*) AS steps FROM its)
+SELECT h.cause, h.culprit,
+       coalesce(min(h.first_us) FILTER (WHERE h.iteration = t.onset_iteration), min(h.first_us)) AS first_us,
+       max(h.last_us) AS last_us, t.onset_iteration AS first_step,
+       CASE WHEN t.onset_iteration IS NULL
+            THEN printf('from %s to %s UTC (traced: %s to %s)', st_clock(min(h.first_us)), st_clock(max(h.last_us)),
+                        st_clock(any_value(j.span_start_us)), st_clock(any_value(j.span_end_us)))
+            ELSE printf('%s training step %d (%s UTC): held up %d of the %d steps from there to step %d (%s)%s%s',
+                        CASE WHEN t.onset_iteration = any_value(sp.first_it) THEN 'there from the first traced step,' ELSE 'began at' END,
+                        t.onset_iteration, st_clock(min(h.first_us) FILTER (WHERE h.iteration = t.onset_iteration)),
+                        t.held_after, t.last_iteration - t.onset_iteration + 1, t.last_iteration, st_clock(max(h.last_us)),
+                        CASE WHEN t.last_iteration = any_value(sp.last_it) THEN ', the last traced step: still going when the trace ended'
+                             ELSE printf('; none in the %d steps after it (the trace ends at step %d)', any_value(sp.last_it) - t.last_iteration, any_value(sp.last_it)) END,
+                        CASE WHEN t.held_before > 0 THEN printf('; before it, %d of %d steps', t.held_before, t.steps_before) ELSE '' END)
+            END AS seen_when
+FROM hit h LEFT JOIN stepped t USING (cause, culprit) CROSS JOIN span sp CROSS JOIN st_job_span j
+GROUP BY h.cause, h.culprit, t.onset_iteration, t.last_iteration, t.held_after, t.held_before, t.steps_before;
+
+-- Where to look next for each kind of culprit: the evidence says which link or rank, not
+-- which part of it; these are the places that cause each kind, with the node's interface.
+CREATE OR REPLACE MACRO st_next_check(kind, blamed, on_host, rank_no) AS
+    CASE WHEN kind = 'straggler'
+           THEN printf('look at what rank %d does outside collectives on %s: its input pipeline (data loading), other processes competing for its CPUs or memory, its GPU''s clocks and throttling (nvidia-smi -q -d PERFORMANCE)',
+                       rank_no, on_host)
+         WHEN blamed LIKE 'link %' THEN
+           CASE kind
+             WHEN 'network' THEN printf('look for packet loss between %s and %s: both NICs'' error and drop counters (ethtool -S), the switch ports, cables or optics between them',
+                                        string_split(substr(blamed, 6), ' - ')[1], string_split(substr(blamed, 6), ' - ')[2])
+             ELSE printf('look at the rate of the path between %s and %s: the speed both NICs negotiated (ethtool), shaping or policing (tc -s qdisc), other traffic on the switch ports between them',
+                         string_split(substr(blamed, 6), ' - ')[1], string_split(substr(blamed, 6), ' - ')[2]) END
+         WHEN kind = 'network'
+           THEN printf('look for packet loss on %s''s link: its NIC''s error and drop counters (ethtool -S %s on %s), the switch port''s error and discard counters, the cable or optic',
+                       blamed, coalesce((SELECT i.iface FROM st_node_iface i WHERE i.node = blamed), '<interface>'), blamed)
+         ELSE printf('look at %s''s link rate: the speed it negotiated (ethtool %s on %s), shaping or policing on it (tc -s qdisc show dev %s), other traffic on its switch port',
+                     blamed, coalesce((SELECT i.iface FROM st_node_iface i WHERE i.node = blamed), '<interface>'), blamed,
+                     coalesce((SELECT i.iface FROM st_node_iface i WHERE i.node = blamed), '<interface>')) END;
+
 ------------------------------------------------------------------------------------------
 -- Findings: every diagnosis above that crosses its threshold, ranked within its category
 -- (score: higher is worse; comparable within a category only)
@@ -1352,7 +1447,9 @@ s AS (
                                           culprit, time_lost_s, 100 * lost_fraction, traced_s, priced, slow_steps, collectives, median_lateness_ms,
                                           CASE WHEN extra_own_ms IS NULL THEN ''
                                                ELSE printf('; it spends %.0f ms more per training step outside collectives than the other ranks (median)', extra_own_ms) END)
-             END AS summary
+             END AS summary,
+           st_iso(w.first_us) AS first_seen, st_iso(w.last_us) AS last_seen, w.first_step, w.seen_when,
+           st_next_check(cause, culprit, host, rank) AS next_check
     FROM (SELECT *, CASE WHEN priced_by = 'step_time'
                          THEN printf(': %d training steps took %.0f ms on average instead of a healthy %.0f ms%s',
                                      impaired_iterations, mean_step_ms, healthy_step_ms,
@@ -1364,7 +1461,8 @@ s AS (
                                                  st_rate(d.slowest_bps), st_rate(d.others_bps))
                                    FROM st_culprit_delivery d WHERE d.culprit = st_slowdown.culprit
                                      AND d.slowest_bps IS NOT NULL AND d.others_bps IS NOT NULL), '') AS delivery
-                  FROM st_slowdown), st_params p
+                  FROM st_slowdown) d
+    LEFT JOIN st_culprit_when w USING (cause, culprit) CROSS JOIN st_params p
     -- Slow steps nobody can be blamed for stay in st_slowdown (cause 'unexplained'): on a busy
     -- host transfers vary by tens of percent, and a finding without a culprit is not one.
     WHERE evidenced AND cause <> 'unexplained' AND st_above_floors(slow_steps, time_lost_s, lost_fraction)),
@@ -1382,9 +1480,12 @@ pq AS (
                          q.culprit, k.time_lost_s, 100 * k.time_lost_s / nullif(j.traced_s, 0), j.traced_s, k.impaired_iterations,
                          k.mean_step_ms, k.healthy_step_ms,
                          CASE WHEN k.healthy_from = 'baseline' THEN ' (the baseline run''s)' ELSE '' END,
-                         q.queued_steps, q.steps, q.collectives, q.queued_samples, delivery) END AS summary
+                         q.queued_steps, q.steps, q.collectives, q.queued_samples, delivery) END AS summary,
+           st_iso(w.first_us) AS first_seen, st_iso(w.last_us) AS last_seen, w.first_step, w.seen_when,
+           st_next_check('queueing', q.culprit, q.host, NULL) AS next_check
     FROM st_persistent_queueing q CROSS JOIN st_params p CROSS JOIN st_job_span j
     LEFT JOIN st_persistent_cost k USING (culprit)
+    LEFT JOIN st_culprit_when w ON w.cause = 'persistent' AND w.culprit = q.culprit
     CROSS JOIN LATERAL (
         SELECT coalesce(max(printf('; its slowest flow delivered %s, the other flows %s (median)',
                                    st_rate(d.slowest_bps), st_rate(d.others_bps))), '') AS delivery
@@ -1432,6 +1533,7 @@ a AS (
     FROM late_rank WHERE held_up)
 SELECT a.category, a.scope, row_number() OVER (PARTITION BY a.category, a.scope ORDER BY a.withheld IS NOT NULL, a.score DESC, a.subject) AS rank_in_scope,
        a.subject, a.host, a.rank, a.score, a.time_lost_s, a.summary,
+       a.first_seen, a.last_seen, a.first_step, a.seen_when, a.next_check,
        coalesce(a.withheld, CASE WHEN a.category IN ('latency', 'contention') AND lost.timed AND NOT lost.job_lost_time
                                       AND (a.category <> 'latency' OR coalesce(w.share, 0) >= 0.5)
                                  THEN 'stood out, but the job lost no step time to any culprit above the verdict''s floors' END) AS withheld
