@@ -314,6 +314,41 @@ def test_collectives_that_do_not_overlap_are_not_one_step(tmp_path):
     assert con.execute("SELECT max(wait_fraction) FROM st_collective_rank_step").fetchone()[0] is None
 
 
+def test_each_process_group_counts_its_own_sequence_numbers(tmp_path):
+    """A job with a data-parallel group of all 4 ranks and two tensor-parallel pairs: every group
+    starts its sequence numbers at 1, as c10d does. Matched by sequence number alone, `seq 1` of
+    the world and of both pairs made one "operation" of 8 ranks, refused as repeated, and none
+    of the job's collectives was timed. Each group's operations are its own steps, a pair's with
+    its 2 ranks."""
+    base = 1_700_000_000_000_000_000
+    seqs = 3
+
+    def kernel(ts, pg, size, seq):
+        return {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", "pid": 0, "tid": 7,
+                "ts": ts, "dur": 20, "args": {"device": 0, "stream": 7, "Process Group Name": pg,
+                                              "Group size": size, "Seq": seq, "In msg nelems": 1024,
+                                              "Out msg nelems": 1024, "dtype": "Float"}}
+
+    for rank in range(4):
+        events = []
+        for k in range(seqs):
+            t = k * 100
+            events.append(kernel(t + rank, "0", 4, k + 1))                          # the world
+            events.append(kernel(t + 50 + rank, "1" if rank < 2 else "2", 2, k + 1))  # its pair
+        doc = {"distributedInfo": {"rank": rank, "world_size": 4}, "baseTimeNanoseconds": base, "traceEvents": events}
+        p = tmp_path / f"rank{rank}.json"
+        p.write_text(json.dumps(doc))
+        assert run("import", str(p), "--out", str(tmp_path / f"n{rank}"), "--host", f"n{rank}").returncode == 0
+    con = sql_script(str(tmp_path))
+    steps = con.execute("SELECT ranks, count(*) FROM st_collective_step GROUP BY ranks ORDER BY ranks").fetchall()
+    assert steps == [(2, 2 * seqs), (4, seqs)], steps
+    assert con.execute("SELECT count(*) FROM st_collective_refused").fetchone()[0] == 0
+    # a pair's step holds the ranks of that pair only
+    pairs = con.execute("SELECT list(DISTINCT rank ORDER BY rank) FROM st_collective_rank_step "
+                        "WHERE ranks = 2 GROUP BY step ORDER BY 1").fetchall()
+    assert sorted({tuple(r) for (r,) in pairs}) == [(0, 1), (2, 3)], pairs
+
+
 def test_two_runs_of_the_same_ranks_are_not_one_job(tmp_path):
     """Two runs of one 2-rank job on the same hosts, an hour apart, with the same trace file
     names, read together: their collectives (matched by order) made one "job" spanning both. A later trace of the same
@@ -360,6 +395,37 @@ def test_two_runs_of_the_same_ranks_are_not_one_job(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "not matched: n1 rank 1: rank1.pt.trace.json (imported as" in proc.stderr, proc.stderr
     assert "2 ranks (2 traces not of this job left out" in proc.stderr, proc.stderr
+
+
+def test_a_ranks_trace_of_another_job_does_not_change_the_group_size_of_its_trace_of_this_one(tmp_path):
+    """Rank 0 traced a 3-rank job and, an hour later, a 4-rank one. The group size was taken per
+    rank over all its traces (4), so its trace of the 3-rank job was refused as "states a group
+    size of 4, the other ranks 3", and the job lost a rank. Per trace, only the other job's trace
+    is refused."""
+    base = 1_700_000_000_000_000_000
+    steps = 5
+
+    def write(rank, world, name, start_ns, pid):
+        events = []
+        for k in range(steps):
+            t = k * 100
+            events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": pid, "tid": pid, "ts": t, "dur": 99})
+            events.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)",
+                           "pid": 0, "tid": 7, "ts": t + 50 + rank, "dur": 20,
+                           "args": {"device": 0, "stream": 7, "Group size": world}})
+        doc = {"distributedInfo": {"rank": rank, "world_size": world}, "baseTimeNanoseconds": start_ns, "traceEvents": events}
+        (tmp_path / name).mkdir(exist_ok=True)
+        p = tmp_path / name / f"rank{rank}.json"
+        p.write_text(json.dumps(doc))
+        assert run("import", str(p), "--out", str(tmp_path / "fleet" / f"n{rank}"), "--host", f"n{rank}").returncode == 0
+
+    for rank in range(3):
+        write(rank, 3, "job3", base, 100 + rank)
+    write(0, 4, "job4", base + 3600 * 10**9, 500)
+    con = sql_script(str(tmp_path / "fleet"))
+    refused = con.execute("SELECT host, rank, import_file FROM st_rank_refused").fetchall()
+    assert len(refused) == 1 and refused[0][:2] == ("n0", 0), refused
+    assert con.execute("SELECT count(DISTINCT step), min(ranks) FROM st_collective_rank_step").fetchone() == (steps, 3)
 
 
 def test_printed_sql_runs_on_a_real_recording(net, tmp_path):

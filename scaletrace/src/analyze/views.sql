@@ -337,8 +337,7 @@ CREATE OR REPLACE VIEW st_rank_trace AS
 WITH r AS (
     SELECT host, rank, bool_or(on_gpu) AS has_gpu,
            min(CASE comm_source WHEN 'nccl_kernel' THEN 1 WHEN 'comm_kernel' THEN 2
-                                WHEN 'backend' THEN 3 WHEN 'c10d' THEN 4 END) AS layer_order,
-           max(group_size) AS group_size
+                                WHEN 'backend' THEN 3 WHEN 'c10d' THEN 4 END) AS layer_order
     FROM st_trace_event GROUP BY host, rank)
 SELECT e.host, e.rank, e.import_file, any_value(e.source) AS source, min(e.start_ns) AS first_ns, max(e.end_ns) AS last_ns,
        min(e.start_us) AS first_us, max(e.end_us) AS last_us,
@@ -347,7 +346,9 @@ SELECT e.host, e.rank, e.import_file, any_value(e.source) AS source, min(e.start
        any_value(CASE WHEN r.has_gpu THEN 'gpu' ELSE 'cpu' END) AS device,
        any_value(CASE r.layer_order WHEN 1 THEN 'nccl_kernel' WHEN 2 THEN 'comm_kernel'
                                     WHEN 3 THEN 'backend' WHEN 4 THEN 'c10d' END) AS comm_layer,
-       any_value(r.group_size) AS group_size
+       -- the largest group this trace states (its world): per trace, since two traces of one
+       -- rank may be of two jobs of different sizes
+       max(e.group_size) AS group_size
 FROM st_trace_event e JOIN r ON r.host = e.host AND r.rank IS NOT DISTINCT FROM e.rank
 GROUP BY e.host, e.rank, e.import_file;
 
@@ -410,26 +411,28 @@ GROUP BY ALL;
 
 -- One row per rank and collective operation, from the rank's communication layer, or, without
 -- timelines, from NCCL API calls (entry time only) joined to their rank via CommInitRank. The
--- key that matches one operation across ranks: the process group's sequence number when the
--- trace has it; else the ProfilerStep and the operation's order within it; else its order.
+-- key that matches one operation across ranks: the process group and its sequence number when
+-- the trace has them (each group counts its own: a job with data- and tensor-parallel groups
+-- has a `seq 1` in each); else the ProfilerStep and the operation's order within it; else its
+-- order.
 CREATE OR REPLACE VIEW st_collective_op AS
 WITH k AS (
     SELECT e.comm_source AS source, e.host, e.rank, e.collective, e.process_group, e.seq,
-           e.msg_bytes, e.start_us, e.end_us,
+           e.msg_bytes, e.group_size, e.start_us, e.end_us,
            (SELECT max(p.step) FROM st_profiler_step p
              WHERE p.host = e.host AND p.rank = e.rank AND p.start_us <= e.start_us AND p.end_us > e.start_us) AS profiler_step
     FROM st_event e
     JOIN (SELECT DISTINCT host, rank, comm_layer FROM st_rank_trace) t
       ON t.host = e.host AND t.rank = e.rank AND t.comm_layer = e.comm_source
     WHERE e.rank IS NOT NULL AND e.collective NOT IN ('Barrier', 'Send', 'Recv', 'SendRecv', 'Other'))
-SELECT source, host, rank, collective, process_group, msg_bytes, start_us, end_us, profiler_step,
+SELECT source, host, rank, collective, process_group, msg_bytes, group_size, start_us, end_us, profiler_step,
        coalesce(
-         'seq ' || seq,
+         'pg ' || coalesce(process_group, '?') || ' seq ' || seq,
          'step ' || profiler_step || ' #' || row_number() OVER (PARTITION BY host, rank, collective, profiler_step ORDER BY start_us, end_us),
          '#' || row_number() OVER (PARTITION BY host, rank, collective ORDER BY start_us, end_us)) AS match_key
 FROM k
 UNION ALL
-SELECT 'nccl_call', c.host, i.rank, c.op, NULL, NULL, st_us(c.ts), NULL, NULL,
+SELECT 'nccl_call', c.host, i.rank, c.op, NULL, NULL, NULL, st_us(c.ts), NULL, NULL,
        '#' || row_number() OVER (PARTITION BY c.host, i.rank, c.op ORDER BY c.ts)
 FROM nccl_calls c
 JOIN (SELECT host, pid, comm, any_value(rank) AS rank FROM nccl_calls
@@ -437,10 +440,11 @@ JOIN (SELECT host, pid, comm, any_value(rank) AS rank FROM nccl_calls
 WHERE c.op IN ('AllReduce', 'AllGather', 'ReduceScatter', 'Broadcast', 'Reduce')
   AND NOT EXISTS (SELECT 1 FROM gpu_events WHERE collective IS NOT NULL);
 
--- One collective operation on every rank is one step. A step is matched only when every rank
--- has it and, for timelines with end times, all of its ranks' operations overlap in time (an
--- operation cannot finish before the last rank joins it); the others are in
--- st_collective_refused.
+-- One collective operation on every rank of its group is one step: every traced rank, or, for
+-- an operation of a smaller process group (its `group_size`), that many. A step is matched
+-- only when every such rank has it and, for timelines with end times, all of its ranks'
+-- operations overlap in time (an operation cannot finish before the last rank joins it); the
+-- others are in st_collective_refused.
 CREATE OR REPLACE VIEW st_collective_candidate AS
 WITH k AS (
     SELECT *, min(start_us) OVER (PARTITION BY source, collective, match_key) AS key_start_us
@@ -453,17 +457,21 @@ SELECT *, count(*) OVER (PARTITION BY source, collective, match_key) AS ranks,
        max(start_us) OVER (PARTITION BY source, collective, match_key) AS last_start_us,
        min(start_us) OVER (PARTITION BY source, collective, match_key) AS first_start_us,
        min(end_us) OVER (PARTITION BY source, collective, match_key) AS first_end_us,
-       (SELECT count(DISTINCT (host, rank)) FROM st_collective_op x WHERE x.source = o.source) AS source_ranks
+       -- a group size below 2 says nothing about a collective's ranks (real traces state 1 on
+       -- calls without a process group)
+       least((SELECT count(DISTINCT (host, rank)) FROM st_collective_op x WHERE x.source = o.source),
+             coalesce(max(CASE WHEN group_size >= 2 THEN group_size END)
+                        OVER (PARTITION BY source, collective, match_key), 1e9)::BIGINT) AS expected_ranks
 FROM o;
 
 CREATE OR REPLACE VIEW st_collective_refused AS
 SELECT source, collective, count(DISTINCT match_key) AS steps,
-       count(DISTINCT match_key) FILTER (WHERE ranks < source_ranks) AS not_on_every_rank,
+       count(DISTINCT match_key) FILTER (WHERE ranks < expected_ranks) AS not_on_every_rank,
        -- the same key twice on a rank: two runs whose sequence numbers repeat
-       count(DISTINCT match_key) FILTER (WHERE ranks > source_ranks) AS repeated,
-       count(DISTINCT match_key) FILTER (WHERE ranks = source_ranks AND last_start_us > first_end_us) AS not_overlapping
+       count(DISTINCT match_key) FILTER (WHERE ranks > expected_ranks) AS repeated,
+       count(DISTINCT match_key) FILTER (WHERE ranks = expected_ranks AND last_start_us > first_end_us) AS not_overlapping
 FROM st_collective_candidate
-WHERE ranks <> source_ranks OR last_start_us > first_end_us
+WHERE ranks <> expected_ranks OR last_start_us > first_end_us
 GROUP BY ALL;
 
 CREATE OR REPLACE VIEW st_collective_rank_step AS
@@ -474,7 +482,7 @@ SELECT source, collective, step_id AS step, match_key, host, rank, ranks, start_
        -- bounded: the wait is part of this rank's operation
        least(1.0, greatest(0.0, (last_start_us - start_us) / nullif(end_us - start_us, 0))) AS wait_fraction
 FROM st_collective_candidate
-WHERE ranks = source_ranks AND ranks >= 2 AND NOT coalesce(last_start_us > first_end_us, false);
+WHERE ranks = expected_ranks AND ranks >= 2 AND NOT coalesce(last_start_us > first_end_us, false);
 
 CREATE OR REPLACE VIEW st_collective_step AS
 SELECT source, collective, step, any_value(match_key) AS match_key, any_value(ranks) AS ranks,

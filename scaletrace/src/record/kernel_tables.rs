@@ -79,27 +79,52 @@ impl KernelCounters {
     }
 }
 
+/// The entries of a BPF hash map walked while the kernel inserts and deletes, each key once
+/// (its latest read), in the order first read. The kernel's next-key call starts over from the
+/// first key when the key it is given was deleted meanwhile (a flow that ended, an LRU
+/// eviction), so a walk can return an entry twice: twice written, a flow's bytes counted twice.
+fn once_per_key<K: Eq + std::hash::Hash + Copy, V>(
+    entries: impl Iterator<Item = (K, V)>,
+) -> Vec<(K, V)> {
+    let mut at: std::collections::HashMap<K, usize> = std::collections::HashMap::new();
+    let mut out: Vec<(K, V)> = Vec::new();
+    for (key, value) in entries {
+        match at.get(&key) {
+            Some(&i) => out[i].1 = value,
+            None => {
+                at.insert(key, out.len());
+                out.push((key, value));
+            }
+        }
+    }
+    out
+}
+
+impl KernelMaps {
+    /// Every complete flow entry, once each. A new flow's entry is inserted empty and filled
+    /// in place: one read in between has no cookie yet and is skipped (it is read whole at the
+    /// next look).
+    fn complete_flows(&self, keep: impl Fn(&FlowStats) -> bool) -> Vec<(u64, FlowStats)> {
+        once_per_key(
+            self.flows
+                .iter()
+                .filter_map(|r| r.ok())
+                .filter(|(cookie, s)| s.cookie == *cookie && keep(s)),
+        )
+    }
+}
+
 impl KernelTables for KernelMaps {
     fn flows(&self) -> Vec<(u64, FlowStats)> {
-        // A new flow's entry is inserted empty and filled in place: one read in between has
-        // no cookie yet and is skipped (it is read whole at the next look).
-        self.flows
-            .iter()
-            .filter_map(|r| r.ok())
-            .filter(|(cookie, s)| s.cookie == *cookie)
-            .collect()
+        self.complete_flows(|_| true)
     }
 
     fn closed_unsent_flows(&self) -> Vec<(u64, FlowStats)> {
-        self.flows
-            .iter()
-            .filter_map(|r| r.ok())
-            .filter(|(cookie, s)| s.cookie == *cookie && s.closed_unsent != 0)
-            .collect()
+        self.complete_flows(|s| s.closed_unsent != 0)
     }
 
     fn flow_count(&self) -> usize {
-        self.flows.keys().count()
+        once_per_key(self.flows.keys().filter_map(|r| r.ok()).map(|k| (k, ()))).len()
     }
 
     fn remove_flow(&mut self, cookie: u64) {
@@ -116,10 +141,25 @@ impl KernelTables for KernelMaps {
     }
 
     fn qp_traffic(&self) -> Vec<(QpKey, QpTraffic)> {
-        self.qp_traffic.iter().filter_map(|r| r.ok()).collect()
+        once_per_key(self.qp_traffic.iter().filter_map(|r| r.ok()))
     }
 
     fn counters(&self) -> Result<KernelCounters> {
         KernelCounters::read(&self.stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::once_per_key;
+
+    #[test]
+    fn a_walk_that_started_over_keeps_each_key_once_with_its_latest_value() {
+        // the kernel restarted the walk after key 2 was deleted: 1, 2 | 1, 3 (1 read again, newer)
+        let walked = [(1u64, "a"), (2, "b"), (1, "a2"), (3, "c")];
+        assert_eq!(
+            once_per_key(walked.into_iter()),
+            vec![(1, "a2"), (2, "b"), (3, "c")]
+        );
     }
 }
