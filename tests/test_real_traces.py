@@ -319,34 +319,48 @@ def test_each_process_group_counts_its_own_sequence_numbers(tmp_path):
     starts its sequence numbers at 1, as c10d does. Matched by sequence number alone, `seq 1` of
     the world and of both pairs made one "operation" of 8 ranks, refused as repeated, and none
     of the job's collectives was timed. Each group's operations are its own steps, a pair's with
-    its 2 ranks."""
+    its 2 ranks; so too without sequence numbers (matched by order within the training step),
+    where both pairs' first operation of a step shared one key. Steps matched by sequence
+    number had no training step: the verdict could neither price nor date them."""
     base = 1_700_000_000_000_000_000
     seqs = 3
 
     def kernel(ts, pg, size, seq):
+        args = {"device": 0, "stream": 7, "Process Group Name": pg, "Group size": size,
+                "In msg nelems": 1024, "Out msg nelems": 1024, "dtype": "Float"}
+        if seq is not None:
+            args["Seq"] = seq
         return {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", "pid": 0, "tid": 7,
-                "ts": ts, "dur": 20, "args": {"device": 0, "stream": 7, "Process Group Name": pg,
-                                              "Group size": size, "Seq": seq, "In msg nelems": 1024,
-                                              "Out msg nelems": 1024, "dtype": "Float"}}
+                "ts": ts, "dur": 20, "args": args}
 
-    for rank in range(4):
-        events = []
-        for k in range(seqs):
-            t = k * 100
-            events.append(kernel(t + rank, "0", 4, k + 1))                          # the world
-            events.append(kernel(t + 50 + rank, "1" if rank < 2 else "2", 2, k + 1))  # its pair
-        doc = {"distributedInfo": {"rank": rank, "world_size": 4}, "baseTimeNanoseconds": base, "traceEvents": events}
-        p = tmp_path / f"rank{rank}.json"
-        p.write_text(json.dumps(doc))
-        assert run("import", str(p), "--out", str(tmp_path / f"n{rank}"), "--host", f"n{rank}").returncode == 0
-    con = sql_script(str(tmp_path))
-    steps = con.execute("SELECT ranks, count(*) FROM st_collective_step GROUP BY ranks ORDER BY ranks").fetchall()
-    assert steps == [(2, 2 * seqs), (4, seqs)], steps
-    assert con.execute("SELECT count(*) FROM st_collective_refused").fetchone()[0] == 0
-    # a pair's step holds the ranks of that pair only
-    pairs = con.execute("SELECT list(DISTINCT rank ORDER BY rank) FROM st_collective_rank_step "
-                        "WHERE ranks = 2 GROUP BY step ORDER BY 1").fetchall()
-    assert sorted({tuple(r) for (r,) in pairs}) == [(0, 1), (2, 3)], pairs
+    for with_seq in (True, False):
+        out = tmp_path / ("seq" if with_seq else "no-seq")
+        for rank in range(4):
+            events = []
+            for k in range(seqs):
+                t = k * 100
+                seq = k + 1 if with_seq else None
+                events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": 9, "tid": 9,
+                               "ts": t, "dur": 99})
+                events.append(kernel(t + rank, "0", 4, seq))                          # the world
+                events.append(kernel(t + 50 + rank, "1" if rank < 2 else "2", 2, seq))  # its pair
+            doc = {"distributedInfo": {"rank": rank, "world_size": 4}, "baseTimeNanoseconds": base, "traceEvents": events}
+            p = out / f"rank{rank}.json"
+            out.mkdir(exist_ok=True)
+            p.write_text(json.dumps(doc))
+            assert run("import", str(p), "--out", str(out / f"n{rank}"), "--host", f"n{rank}").returncode == 0
+        con = sql_script(str(out))
+        steps = con.execute("SELECT ranks, count(*) FROM st_collective_step GROUP BY ranks ORDER BY ranks").fetchall()
+        assert steps == [(2, 2 * seqs), (4, seqs)], (with_seq, steps)
+        assert con.execute("SELECT count(*) FROM st_collective_refused").fetchone()[0] == 0
+        # a pair's step holds the ranks of that pair only
+        pairs = con.execute("SELECT list(DISTINCT rank ORDER BY rank) FROM st_collective_rank_step "
+                            "WHERE ranks = 2 GROUP BY step ORDER BY 1").fetchall()
+        assert sorted({tuple(r) for (r,) in pairs}) == [(0, 1), (2, 3)], pairs
+        # each step knows its training step (ProfilerStep#N), sequence numbers or not: the
+        # verdict prices culprits and dates their onset by it
+        iterations = con.execute("SELECT list(DISTINCT iteration ORDER BY iteration) FROM st_collective_excess").fetchone()[0]
+        assert iterations == list(range(seqs)), (with_seq, iterations)
 
 
 def test_two_runs_of_the_same_ranks_are_not_one_job(tmp_path):
@@ -432,12 +446,15 @@ def test_printed_sql_runs_on_a_real_recording(net, tmp_path):
     """The script `scaletrace sql` prints, on real recorded Parquet (nanosecond timestamps with
     time zone), in the DuckDB that setup installs for Python."""
     rec = Recorder(tmp_path, "--netns", net.a)
-    transfer(net, 5411, 2 << 20)
+    # enough to span several RTT samples: a veth moved 2 MiB in 1.6 ms, between a flow's first
+    # and second sample or before its only one (net_bytes 0, in 2 of 3 runs)
+    size = 32 << 20
+    transfer(net, 5411, size)
     assert rec.stop() == 0, rec.stderr
     con = sql_script(str(tmp_path))
     assert con.execute("SELECT count(*) FROM st_flow_window").fetchone()[0] > 0
     windows = con.execute("SELECT count(*), sum(net_bytes) FROM st_window WHERE rank IS NULL").fetchone()
-    # bytes between a flow's first and last RTT sample (a veth moves much of 2 MiB before the
+    # bytes between a flow's first and last RTT sample (a veth moves much of it before the
     # first sample): some, never more than were sent
-    assert windows[0] > 0 and 0 < windows[1] <= 1.01 * (2 << 20)
+    assert windows[0] > 0 and 0 < windows[1] <= 1.01 * size
     con.execute("SELECT * FROM findings").fetchall()

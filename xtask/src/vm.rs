@@ -42,7 +42,7 @@ pub const VM_TESTS: &[&str] = &["tests/test_capture.py", "tests/test_rdma_rxe.py
 
 /// A VM that has not finished its tests by then is stopped (TCG emulation is 5-10 times slower
 /// than the host).
-const VM_TIMEOUT: Duration = Duration::from_secs(20 * 60);
+const VM_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 const VM_MEMORY: &str = "3G";
 
 /// What a machine needs to run the VMs; `None` when it has it all.
@@ -287,7 +287,7 @@ fn run_in_vm(kernel: &KernelSource, image: &Path, tests: &[String]) -> Result<Ou
              # runs inside the VM\n\
              uname -r > {out}/uname\n\
              cd {root}\n\
-             export SCALETRACE_BIN={bin} PYTHONDONTWRITEBYTECODE=1\n\
+             export SCALETRACE_BIN={bin} SCALETRACE_ARTIFACTS={out} PYTHONDONTWRITEBYTECODE=1\n\
              {python} -m pytest -p no:cacheprovider -v -rfEs --junitxml={out}/junit.xml {tests} > {out}/pytest.log 2>&1\n\
              echo $? > {out}/rc\n",
             out = out.display(),

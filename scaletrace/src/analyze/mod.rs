@@ -151,7 +151,8 @@ pub struct Finding {
     /// Estimated job time this cost (the `slowdown` verdicts).
     pub time_lost_s: Option<f64>,
     pub summary: String,
-    /// A verdict's first and last slow step it held up (ISO 8601, UTC).
+    /// When a verdict's culprit began to hold the job up (the first evidence in its onset step,
+    /// `first_step`) and the last moment it did (ISO 8601, UTC).
     #[serde(default)]
     pub first_seen: Option<String>,
     #[serde(default)]
@@ -196,7 +197,7 @@ impl BelowFloors {
     pub fn describe(&self) -> String {
         let what = match self.cause.as_str() {
             "network" => "losing packets",
-            "queueing" => "a slow or congested link",
+            "queueing" => "a slow, congested or delayed link",
             "straggler" => "a straggler",
             other => other,
         };
@@ -437,7 +438,7 @@ pub fn prepare(
 /// whole tree several times took 28 s by itself; `analyze` and `merge` compute each once, right
 /// after its definition, into a temporary table behind the same name, so the views after it
 /// bind against the table. `scaletrace sql` prints the same script (`--views-only`: without).
-const MATERIALIZED: [&str; 13] = [
+const MATERIALIZED: [&str; 14] = [
     "st_event",
     "st_rank_trace",
     "st_collective_op",
@@ -451,6 +452,7 @@ const MATERIALIZED: [&str; 13] = [
     "st_culprit",
     "st_iteration",
     "st_slowdown",
+    "st_culprit_when",
 ];
 
 fn materialized(script: &str) -> Result<String> {
@@ -611,7 +613,7 @@ fn print_top<T>(
         let more = items.len() - top;
         let _ = writeln!(
             err,
-            "{more_indent}... {more} more{what}: --top {} shows them, as does the report",
+            "{more_indent}... {more} more{what}: --top {} shows them all",
             items.len()
         );
     }

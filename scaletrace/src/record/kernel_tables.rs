@@ -100,6 +100,13 @@ fn once_per_key<K: Eq + std::hash::Hash + Copy, V>(
     out
 }
 
+/// Reads of one map walk at most: twice the map's capacity. A walk that keeps starting over
+/// (constant churn deleting the key it stands on) stops there; what it did not reach is read
+/// at the next walk.
+const fn walk_cap(max_entries: u32) -> usize {
+    2 * max_entries as usize
+}
+
 impl KernelMaps {
     /// Every complete flow entry, once each. A new flow's entry is inserted empty and filled
     /// in place: one read in between has no cookie yet and is skipped (it is read whole at the
@@ -108,6 +115,7 @@ impl KernelMaps {
         once_per_key(
             self.flows
                 .iter()
+                .take(walk_cap(MAX_FLOWS))
                 .filter_map(|r| r.ok())
                 .filter(|(cookie, s)| s.cookie == *cookie && keep(s)),
         )
@@ -124,7 +132,14 @@ impl KernelTables for KernelMaps {
     }
 
     fn flow_count(&self) -> usize {
-        once_per_key(self.flows.keys().filter_map(|r| r.ok()).map(|k| (k, ()))).len()
+        once_per_key(
+            self.flows
+                .keys()
+                .take(walk_cap(MAX_FLOWS))
+                .filter_map(|r| r.ok())
+                .map(|k| (k, ())),
+        )
+        .len()
     }
 
     fn remove_flow(&mut self, cookie: u64) {
@@ -141,7 +156,12 @@ impl KernelTables for KernelMaps {
     }
 
     fn qp_traffic(&self) -> Vec<(QpKey, QpTraffic)> {
-        once_per_key(self.qp_traffic.iter().filter_map(|r| r.ok()))
+        once_per_key(
+            self.qp_traffic
+                .iter()
+                .take(walk_cap(MAX_QPS))
+                .filter_map(|r| r.ok()),
+        )
     }
 
     fn counters(&self) -> Result<KernelCounters> {
