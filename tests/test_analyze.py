@@ -355,6 +355,30 @@ def test_memory_limit_spills_or_says_what_to_do(tmp_path):
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+def test_a_rate_limit_whose_queue_overflows_is_one_culprit(tmp_path):
+    """A real recording (tests/data/rate-limit-overflow: DDP, 5 nodes, node2 limited to 100 Mbit/s
+    from step 39; its queue overflowed in some steps). The steps with drops were blamed on
+    `link node2 - node3` (loss) beside node2 (queueing): two verdict lines that split one fault's
+    24.3 s into 17.1 s and 7.3 s. A link whose end is itself a culprit is that node's link."""
+    data = os.path.join(os.path.dirname(__file__), "data", "rate-limit-overflow")
+    out = tmp_path / "findings.json"
+    analyze(os.path.join(data, "fleet"), "--json", str(out), "--no-report")
+    verdict = [f for f in json.loads(out.read_text()) if f["category"] == "slowdown"]
+    assert [f["subject"] for f in verdict] == ["node2"], [(f["subject"], f["summary"]) for f in verdict]
+    assert "with retransmits on its links in" in verdict[0]["summary"], verdict[0]["summary"]
+    # measured from the ranks' own step times: the faulted steps' excess over the healthy median
+    truth = []
+    for name in sorted(os.listdir(os.path.join(data, "truth"))):
+        with open(os.path.join(data, "truth", name)) as f:
+            truth.append(json.load(f)["steps"])
+    steps = [sorted((t[i]["end_ns"] - t[i]["start_ns"]) / 1e9 for t in truth)[len(truth) // 2]
+             for i in range(3, min(len(t) for t in truth))]
+    onset = 39 - 3
+    healthy = sorted(steps[:onset])[len(steps[:onset]) // 2]
+    measured = sum(s - healthy for s in steps[onset:])
+    assert abs(verdict[0]["time_lost_s"] - measured) <= 0.3 * measured, (verdict[0]["time_lost_s"], measured)
+
+
 def test_recorded_loss_hot_spot_is_found(tmp_path):
     """Real capture: two peers, one behind 3 % random loss; analyze names the lossy peer."""
     clean, lossy = NetPair(), NetPair()
