@@ -174,6 +174,15 @@ pub struct Finding {
     pub withheld: Option<String>,
 }
 
+impl Finding {
+    /// A verdict's lines under its summary: when, and where to look next.
+    pub fn details(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [("when", &self.seen_when), ("next", &self.next_check)]
+            .into_iter()
+            .filter_map(|(label, value)| value.as_deref().map(|v| (label, v)))
+    }
+}
+
 /// A culprit with evidence whose cost stays below the verdict's floors (`st_below_floors`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct BelowFloors {
@@ -506,11 +515,8 @@ WHERE not_on_every_rank > 2 OR repeated > 0 OR not_overlapping > 0";
 fn print_ranked(err: &mut impl std::io::Write, ranked: &[(i64, &Finding)], top: usize, what: &str) {
     let line = |(position, f): &(i64, &Finding)| {
         let mut text = format!("  {position}. [{}] {}", f.scope, f.summary);
-        // a verdict also says when, and where to look next
-        for (label, value) in [("when", &f.seen_when), ("next", &f.next_check)] {
-            if let Some(value) = value {
-                text.push_str(&format!("\n     {label}: {value}"));
-            }
+        for (label, value) in f.details() {
+            text.push_str(&format!("\n     {label}: {value}"));
         }
         text
     };

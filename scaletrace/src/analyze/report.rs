@@ -353,15 +353,12 @@ pub fn render(
                     f.score.map(|s| format!("{s:.3}")).unwrap_or_default(),
                     escape(&f.summary)
                 );
-                // a verdict also says when, and where to look next
-                for (label, value) in [("when", &f.seen_when), ("next", &f.next_check)] {
-                    if let Some(value) = value {
-                        let _ = write!(
-                            h,
-                            "<tr><td></td><td></td><td></td><td></td><td><em>{label}:</em> {}</td></tr>",
-                            escape(value)
-                        );
-                    }
+                for (label, value) in f.details() {
+                    let _ = write!(
+                        h,
+                        "<tr><td></td><td></td><td></td><td></td><td><em>{label}:</em> {}</td></tr>",
+                        escape(value)
+                    );
                 }
             }
             h.push_str("</table>");

@@ -808,6 +808,10 @@ CREATE OR REPLACE MACRO st_blamed_end(top_nodes) AS
          THEN 'link ' || list_sort(top_nodes)[1] || ' - ' || list_sort(top_nodes)[2]
          ELSE list_sort(top_nodes)[1] END;
 
+-- The nodes a culprit names: both ends of a `link A - B`, else the node itself.
+CREATE OR REPLACE MACRO st_culprit_ends(culprit_name) AS
+    CASE WHEN culprit_name LIKE 'link %' THEN string_split(substr(culprit_name, 6), ' - ') ELSE [culprit_name] END;
+
 -- Retransmits during each slow step, counted for each end of their link: the node whose own
 -- link loses packets collects the retransmits of all its peers and ranks above each neighbour.
 CREATE OR REPLACE VIEW st_slow_step_retransmits AS
@@ -952,7 +956,7 @@ WITH n AS (
     WHERE cause IN ('network', 'queueing') AND culprit NOT LIKE 'link %'
     GROUP BY cause, culprit, p.min_culprit_steps HAVING count(*) >= p.min_culprit_steps),
 l AS (
-    SELECT DISTINCT cause, culprit, string_split(substr(culprit, 6), ' - ') AS ends
+    SELECT DISTINCT cause, culprit, st_culprit_ends(culprit) AS ends
     FROM st_slow_step_cause WHERE cause IN ('network', 'queueing') AND culprit LIKE 'link %'),
 m AS (
     SELECT l.cause, l.culprit, arg_max(n.culprit, (n.cause = l.cause, n.steps, n.culprit)) AS node,
@@ -973,8 +977,7 @@ WITH steps AS (
     SELECT DISTINCT 'persistent', 'queueing', q.node, q.source, q.collective, q.step
     FROM st_step_queueing q, st_params p WHERE q.node_samples >= p.min_step_queued_samples)
 SELECT s.kind, s.cause, s.culprit, x.first_start_us AS s, x.last_end_us AS e,
-       CASE WHEN s.culprit LIKE 'link %' THEN string_split(substr(s.culprit, 6), ' - ')
-            ELSE [s.culprit] END AS ends
+       st_culprit_ends(s.culprit) AS ends
 FROM steps s JOIN st_collective_excess x USING (source, collective, step);
 
 -- A flow between `node` and `remote_node` is on a culprit's links: for a node, any flow of it;
@@ -1254,8 +1257,7 @@ WITH c AS (
     SELECT culprit FROM st_persistent_queueing
     UNION SELECT culprit FROM st_slowdown WHERE cause = 'queueing'),
 e AS (
-    SELECT culprit, CASE WHEN culprit LIKE 'link %' THEN string_split(substr(culprit, 6), ' - ')
-                         ELSE [culprit] END AS ends
+    SELECT culprit, st_culprit_ends(culprit) AS ends
     FROM c),
 bulk AS (SELECT * FROM st_flow_delivery WHERE acked_bytes >= 0.25 * (SELECT max(acked_bytes) FROM st_flow_delivery))
 SELECT e.culprit,
@@ -1273,6 +1275,10 @@ FROM (SELECT n.node, f.local_iface AS iface, sum(coalesce(f.bytes_sent, 0) + coa
       WHERE f.local_iface <> f.local_addr
       GROUP BY ALL)
 GROUP BY node;
+
+-- A node's interface for a command line, or a placeholder where the capture has no name.
+CREATE OR REPLACE MACRO st_iface_of(node_name) AS
+    coalesce((SELECT i.iface FROM st_node_iface i WHERE i.node = node_name), '<interface>');
 
 -- Moments for people (a clock time; the header gives the date) and for programs (ISO 8601).
 CREATE OR REPLACE MACRO st_clock(us) AS strftime(make_timestamp(us::BIGINT), '%H:%M:%S');
@@ -1320,17 +1326,16 @@ split AS (
     WINDOW later AS (PARTITION BY cause, culprit ORDER BY iteration DESC ROWS UNBOUNDED PRECEDING)),
 scored AS (
     SELECT *, st_bernoulli_ll(held_from, steps_from) + st_bernoulli_ll(held_all - held_from, steps - steps_from)
-                - st_bernoulli_ll(held_all, steps) AS gain
+                - st_bernoulli_ll(held_all, steps) AS gain,
+           -- held up at least as often from it on as before it
+           held_from / steps_from >= coalesce((held_all - held_from) / nullif(steps - steps_from, 0), 0) AS rising
     FROM split WHERE held),
 onset AS (
     SELECT cause, culprit,
-           CASE WHEN max(gain) FILTER (WHERE held_from / steps_from >= coalesce((held_all - held_from) / nullif(steps - steps_from, 0), 0))
-                       > 1.5 * ln(any_value(steps))
-                THEN arg_max(iteration, (gain, -iteration))
-                       FILTER (WHERE held_from / steps_from >= coalesce((held_all - held_from) / nullif(steps - steps_from, 0), 0))
+           CASE WHEN max(gain) FILTER (WHERE rising) > 1.5 * ln(any_value(steps))
+                THEN arg_max(iteration, (gain, -iteration)) FILTER (WHERE rising)
                 ELSE min(iteration) END AS onset_iteration,
-           coalesce(max(gain) FILTER (WHERE held_from / steps_from >= coalesce((held_all - held_from) / nullif(steps - steps_from, 0), 0))
-                      > 1.5 * ln(any_value(steps)), false) AS changed
+           coalesce(max(gain) FILTER (WHERE rising) > 1.5 * ln(any_value(steps)), false) AS changed
     FROM scored GROUP BY cause, culprit),
 stepped AS (
     SELECT o.cause, o.culprit, o.onset_iteration, o.changed, max(g.iteration) FILTER (WHERE g.held) AS last_iteration,
@@ -1375,15 +1380,15 @@ CREATE OR REPLACE MACRO st_next_check(kind, blamed, on_host, rank_no) AS
          WHEN blamed LIKE 'link %' THEN
            CASE kind
              WHEN 'network' THEN printf('look for packet loss between %s and %s: both NICs'' error and drop counters (ethtool -S), the switch ports, cables or optics between them',
-                                        string_split(substr(blamed, 6), ' - ')[1], string_split(substr(blamed, 6), ' - ')[2])
+                                        st_culprit_ends(blamed)[1], st_culprit_ends(blamed)[2])
              ELSE printf('look at the path between %s and %s: the speed both NICs negotiated (ethtool), shaping, policing or added delay (tc -s qdisc), other traffic on the switch ports between them, its round trip against the other paths'' (ping)',
-                         string_split(substr(blamed, 6), ' - ')[1], string_split(substr(blamed, 6), ' - ')[2]) END
+                         st_culprit_ends(blamed)[1], st_culprit_ends(blamed)[2]) END
          WHEN kind = 'network'
            THEN printf('look for packet loss on %s''s link: its NIC''s error and drop counters (ethtool -S %s on %s), the switch port''s error and discard counters, the cable or optic',
-                       blamed, coalesce((SELECT i.iface FROM st_node_iface i WHERE i.node = blamed), '<interface>'), blamed)
+                       blamed, st_iface_of(blamed), blamed)
          ELSE printf('look at %s''s link: the speed it negotiated (ethtool %s on %s), shaping, policing or added delay on it (tc -s qdisc show dev %s), other traffic on its switch port, its round trip to the other nodes against theirs (ping)',
-                     blamed, coalesce((SELECT i.iface FROM st_node_iface i WHERE i.node = blamed), '<interface>'), blamed,
-                     coalesce((SELECT i.iface FROM st_node_iface i WHERE i.node = blamed), '<interface>')) END;
+                     blamed, st_iface_of(blamed), blamed,
+                     st_iface_of(blamed)) END;
 
 ------------------------------------------------------------------------------------------
 -- Findings: every diagnosis above that crosses its threshold, ranked within its category
