@@ -61,6 +61,23 @@ class NetPair:
         self.run(self.a, "tc", "qdisc", "add", "dev", self.veth_a, "root", "tbf",
                  "rate", rate, "burst", "32kbit", "latency", latency)
 
+    def reorder_client(self, port, every=16, rate="4mbit"):
+        """Holds every `every`-th segment to `port` back in a slow queue (an HTB class of
+        `rate` on the client's egress), so it arrives after later ones: reordering without loss
+        and without netem. The sender takes some of the late segments for lost and resends
+        them, and the receiver reports each duplicate with a DSACK. RACK's reordering window is
+        kept static (tcp_recovery 0x3, a per-namespace sysctl): left adaptive, the kernel learns
+        the reordering within a few segments and some runs resend nothing."""
+        dev = self.veth_a
+        self.run(self.a, "sysctl", "-qw", "net.ipv4.tcp_recovery=3", "net.ipv4.tcp_max_reordering=3")
+        self.run(self.a, "tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
+        self.run(self.a, "tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb", "rate", "10gbit")
+        self.run(self.a, "tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:20", "htb",
+                 "rate", rate, "ceil", rate)
+        self.run(self.a, "iptables", "-t", "mangle", "-A", "POSTROUTING", "-p", "tcp", "--dport", str(port),
+                 "-m", "statistic", "--mode", "nth", "--every", str(every), "--packet", "0",
+                 "-j", "CLASSIFY", "--set-class", "1:20")
+
     def close(self):
         for ns in (self.a, self.b):
             pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()

@@ -1,4 +1,5 @@
 """End to end: real eBPF programs, real TCP between namespaces, real Parquet read by DuckDB."""
+import re
 import signal
 import socket
 import statistics
@@ -74,6 +75,67 @@ def test_random_loss_shows_up_as_retransmits(net, tmp_path):
     # Per-packet events and the kernel's own counter tell the same story (no rate limiting at this rate).
     assert count <= total_retrans
     assert rec.query("SELECT retransmits_over_rate, ring_drops FROM capture")[0] == (0, 0)
+    # lost segments, not late ones: the receiver saw (almost) no duplicates
+    (dsack_dups,) = rec.query(f"SELECT dsack_dups FROM flows WHERE flow_id = {flow_id}")[0]
+    assert dsack_dups is not None and dsack_dups * 10 <= total_retrans, (dsack_dups, total_retrans)
+
+
+def ss_counters(net, port):
+    """The kernel's own counters of the client's connection to `port`, as `ss -ti` prints them
+    (`dsack_dups:N`, `reord_seen:N`, `retrans:A/N`; a counter at 0 is not printed)."""
+    out = net.run(net.a, "ss", "-tinH", "dst", net.b_ip, "dport", f"= :{port}").stdout
+    found = lambda name: int(m.group(1)) if (m := re.search(rf"\b{name}:(\d+)", out)) else 0
+    total = re.search(r"\bretrans:\d+/(\d+)", out)
+    return {"dsack_dups": found("dsack_dups"), "reord_seen": found("reord_seen"),
+            "total_retrans": int(total.group(1)) if total else 0, "ss": out}
+
+
+TWO_PHASE_CLIENT = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+for phase in ("reordered", "acks-lost"):
+    c.sendall(b"x" * int(sys.argv[3])); print(phase, flush=True); sys.stdin.readline()
+c.close()
+"""
+
+
+def test_reordering_and_spurious_retransmits_are_counted_as_the_kernel_counts_them(net, tmp_path):
+    """Two things that look like loss to a sender and are not. First every 16th segment is
+    held back in a slow queue (reordering); then the receiver's ACKs are dropped for 0.6 s, so
+    the sender's timer resends data that had arrived, and the receiver reports the duplicate
+    with a DSACK. The flow's counts (read from the kernel's tcp_sock, placed by its BTF) are the
+    kernel's own, as `ss` reads them through sock_diag, and its RTT samples carry them."""
+    port = 5230
+    net.reorder_client(port)
+    rec = Recorder(tmp_path, "--netns", net.a)
+    server = Server(net, port)
+    client = subprocess.Popen(["ip", "netns", "exec", net.a, "taskset", "-c", "0", sys.executable, "-c",
+                               TWO_PHASE_CLIENT, net.b_ip, str(port), str(2 * MB)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert client.stdout.readline().strip() == "reordered"
+    drop_acks = ["iptables", "-I", "OUTPUT", "-p", "tcp", "--sport", str(port), "-j", "DROP"]
+    net.run(net.b, *drop_acks)
+    client.stdin.write("go\n")
+    client.stdin.flush()
+    time.sleep(0.6)
+    net.run(net.b, *["-D" if a == "-I" else a for a in drop_acks])
+    assert client.stdout.readline().strip() == "acks-lost"  # all acknowledged
+    time.sleep(0.3)
+    kernel = ss_counters(net, port)
+    client.stdin.write("close\n")
+    client.stdin.flush()
+    assert client.wait(timeout=60) == 0
+    assert server.received() == [4 * MB]
+    assert rec.stop() == 0, rec.stderr
+    rows = rec.query(f"SELECT flow_id, dsack_dups, reord_seen, total_retrans FROM flows WHERE remote_port = {port}")
+    assert len(rows) == 1, rows
+    flow_id, dsack_dups, reord_seen, total_retrans = rows[0]
+    assert kernel["reord_seen"] > 0 and kernel["dsack_dups"] > 0, kernel["ss"]
+    assert (dsack_dups, reord_seen, total_retrans) == (kernel["dsack_dups"], kernel["reord_seen"], kernel["total_retrans"]), kernel["ss"]
+    assert "tcp_sock:dsack_dups" in rec.query("SELECT hooks_attached FROM capture")[0][0]
+    # the samples' running counts only grow, up to the flow's
+    samples = [r[0] for r in rec.query(f"SELECT dsack_dups FROM rtt WHERE flow_id = {flow_id} ORDER BY ts")]
+    assert samples == sorted(samples) and 0 <= samples[-1] <= dsack_dups, samples
 
 
 def tcp_timeouts(net):

@@ -41,6 +41,9 @@ pub const MAX_QPS: u32 = 16_384;
 pub const MAX_FLOWS: u32 = 65_536;
 
 /// Flow direction, from the sock_ops callback that opened it.
+/// A counter this kernel does not give (`FlowStats::dsack_dups` where the kernel's BTF has
+/// no such member): written as null, not 0.
+pub const NOT_MEASURED: u32 = u32::MAX;
 pub const DIRECTION_ACTIVE: u8 = 1;
 pub const DIRECTION_PASSIVE: u8 = 2;
 
@@ -101,7 +104,12 @@ pub struct Config {
     pub retransmit_tp: TracepointOffsets,
     pub synack_tp: TracepointOffsets,
     pub state_tp: TracepointOffsets,
-    pub _pad: [u8; 12],
+    /// Byte offsets in the kernel's `struct tcp_sock` of `dsack_dups` and `reord_seen` (from
+    /// its BTF, since the layout changes between kernels); `TracepointOffsets::ABSENT` when
+    /// this kernel has no such member, and the counters stay 0.
+    pub tcp_sock_dsack_dups: u16,
+    pub tcp_sock_reord_seen: u16,
+    pub _pad: [u8; 8],
 }
 
 impl Config {
@@ -119,7 +127,9 @@ impl Config {
         retransmit_tp: TracepointOffsets::NONE,
         synack_tp: TracepointOffsets::NONE,
         state_tp: TracepointOffsets::NONE,
-        _pad: [0; 12],
+        tcp_sock_dsack_dups: TracepointOffsets::ABSENT,
+        tcp_sock_reord_seen: TracepointOffsets::ABSENT,
+        _pad: [0; 8],
     };
 }
 
@@ -189,6 +199,12 @@ pub struct FlowStats {
     /// Sum over loss recoveries of the time from their first retransmit to the first ACK that
     /// leaves no retransmitted segment outstanding.
     pub loss_recovery_ns: u64,
+    /// Duplicate segments the peer reported with a DSACK (tcp_sock.dsack_dups): retransmits
+    /// that were spurious, the original having arrived late (reordering, delay variation), not
+    /// lost. Read where the kernel's BTF gives its offset.
+    pub dsack_dups: u32,
+    /// Reordering events the sender detected (tcp_sock.reord_seen).
+    pub reord_seen: u32,
 }
 
 #[repr(C)]
@@ -227,6 +243,9 @@ pub struct RttSampleEvent {
     pub mss: u32,
     pub rate_delivered: u32,
     pub rate_interval_us: u32,
+    /// The flow's `FlowStats::dsack_dups` and `reord_seen` so far.
+    pub dsack_dups: u32,
+    pub reord_seen: u32,
 }
 
 /// One `tcp:tcp_retransmit_skb` or `tcp:tcp_retransmit_synack` hit.
@@ -468,12 +487,12 @@ assert_size! {
     TracepointOffsets => 20,
     Config => 136,
     FlowTuple => 40,
-    FlowStats => 192,
+    FlowStats => 200,
     EventHeader => 16,
-    RttSampleEvent => 88,
+    RttSampleEvent => 96,
     RetransmitEvent => 72,
     StateChangeEvent => 96,
-    FlowEndEvent => 208,
+    FlowEndEvent => 216,
     NcclCallEvent => 96,
     CallKey => 16,
     VerbsCallEvent => 120,

@@ -40,6 +40,11 @@ fn tuple_family(t: &FlowTuple) -> &'static str {
     }
 }
 
+/// A kernel counter, or null where this kernel does not give it.
+fn measured(value: u32) -> Option<u32> {
+    (value != NOT_MEASURED).then_some(value)
+}
+
 impl Assembler {
     pub fn new(host: String, clock: ClockOffset) -> Self {
         Assembler {
@@ -124,6 +129,8 @@ impl Assembler {
                 } else {
                     0
                 },
+            dsack_dups: measured(s.dsack_dups),
+            reord_seen: measured(s.reord_seen),
             rtt_updates: s.rtt_count,
             srtt_min_us: has_rtt.then_some(s.srtt_min_us),
             srtt_mean_us: has_rtt.then(|| s.srtt_sum_us as f64 / s.rtt_count as f64),
@@ -150,6 +157,8 @@ impl Assembler {
             sacked_out: e.sacked_out,
             packets_in_flight: in_flight,
             total_retrans: e.total_retrans,
+            dsack_dups: measured(e.dsack_dups),
+            reord_seen: measured(e.reord_seen),
             mss: e.mss,
             bytes_acked: e.bytes_acked,
             bytes_received: e.bytes_received,

@@ -34,6 +34,9 @@ pub struct TcpTotals {
     pub min_rtt_us: u32,
     pub data_segs_in: u32,
     pub data_segs_out: u32,
+    /// `tcpi_dsack_dups` and `tcpi_reord_seen` (Linux 5.0 and later; `None` before).
+    pub dsack_dups: Option<u32>,
+    pub reord_seen: Option<u32>,
 }
 
 impl TcpTotals {
@@ -51,6 +54,8 @@ impl TcpTotals {
             min_rtt_us: u32_at(148)?,
             data_segs_in: u32_at(152)?,
             data_segs_out: u32_at(156)?,
+            dsack_dups: u32_at(216),
+            reord_seen: u32_at(220),
         })
     }
 
@@ -66,6 +71,10 @@ impl TcpTotals {
         flow.data_segs_out = self.data_segs_out;
         flow.data_segs_in = self.data_segs_in;
         flow.total_retrans = self.total_retrans;
+        if let (Some(dsack_dups), Some(reord_seen)) = (self.dsack_dups, self.reord_seen) {
+            flow.dsack_dups = dsack_dups;
+            flow.reord_seen = reord_seen;
+        }
         if self.min_rtt_us != 0 && self.min_rtt_us != u32::MAX {
             flow.min_rtt_us = self.min_rtt_us;
         }
@@ -242,8 +251,11 @@ mod tests {
             min_rtt_us: 5,
             data_segs_in: 0,
             data_segs_out: 0,
+            dsack_dups: Some(3),
+            reord_seen: Some(1),
         };
         older.apply(&mut flow);
         assert_eq!((flow.bytes_acked, flow.segs_out), (500, 10));
+        assert_eq!((flow.dsack_dups, flow.reord_seen), (0, 0));
     }
 }

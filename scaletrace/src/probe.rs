@@ -106,6 +106,44 @@ fn tracepoint_offsets(
     usable
 }
 
+/// Where an offset goes in the eBPF config.
+type OffsetSlot = fn(&mut Config) -> &mut u16;
+
+/// The `struct tcp_sock` members sock_ops reads through its socket (`Config` slot, member).
+const TCP_SOCK_MEMBERS: [(OffsetSlot, &str); 2] = [
+    (|c| &mut c.tcp_sock_dsack_dups, "dsack_dups"),
+    (|c| &mut c.tcp_sock_reord_seen, "reord_seen"),
+];
+
+/// Fills in the offsets of the `tcp_sock` counters from the kernel's BTF. One it cannot place
+/// is listed missing with the reason and its columns stay null (`flows.dsack_dups`...).
+fn tcp_sock_offsets(config: &mut Config, hooks: &mut Hooks) {
+    let btf = btf_rs::Btf::from_file(crate::kernel_btf::VMLINUX_BTF);
+    for (slot, member) in TCP_SOCK_MEMBERS {
+        let hook = format!("tcp_sock:{member}");
+        let offset = match &btf {
+            Ok(btf) => crate::kernel_btf::member_offset(btf, "tcp_sock", member),
+            Err(e) => Err(anyhow::anyhow!(
+                "cannot read {}: {e}",
+                crate::kernel_btf::VMLINUX_BTF
+            )),
+        };
+        match offset {
+            Ok(Some(offset)) if offset < u32::from(TracepointOffsets::ABSENT) => {
+                *slot(config) = offset as u16;
+                hooks.attached.push(hook);
+            }
+            Ok(Some(offset)) => hooks
+                .missing
+                .push((hook, format!("offset {offset} out of range"))),
+            Ok(None) => hooks
+                .missing
+                .push((hook, "kernel too old: tcp_sock has no such member".into())),
+            Err(e) => hooks.missing.push((hook, format!("{e:#}"))),
+        }
+    }
+}
+
 /// Loads the programs with `config` and attaches sock_ops to `cgroup` and the tracepoints.
 pub fn load_and_attach(
     mut config: Config,
@@ -118,6 +156,7 @@ pub fn load_and_attach(
 ) -> Result<Capture> {
     let mut hooks = Hooks::default();
     let usable_tracepoints = tracepoint_offsets(&mut config, tracefs_root, &mut hooks);
+    tcp_sock_offsets(&mut config, &mut hooks);
 
     // Program-side aya-log statements below this level cost nothing: follow the loader's level.
     let ebpf_log_level: u8 = match log::max_level() {

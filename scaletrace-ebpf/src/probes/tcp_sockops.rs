@@ -8,7 +8,9 @@ use aya_ebpf::{
         BPF_SOCK_OPS_RTO_CB_FLAG, BPF_SOCK_OPS_RTT_CB, BPF_SOCK_OPS_RTT_CB_FLAG,
         BPF_SOCK_OPS_STATE_CB, BPF_SOCK_OPS_STATE_CB_FLAG, BPF_SOCK_OPS_TCP_CONNECT_CB,
     },
-    helpers::{bpf_get_netns_cookie, bpf_get_socket_cookie},
+    helpers::{
+        bpf_get_netns_cookie, bpf_get_socket_cookie, bpf_probe_read_kernel, bpf_skc_to_tcp_sock,
+    },
     macros::{map, sock_ops},
     maps::HashMap,
     programs::SockOpsContext,
@@ -298,6 +300,38 @@ fn refresh_counters(ops: &aya_ebpf::bindings::bpf_sock_ops, flow: &mut FlowStats
     flow.min_rtt_us = ops.rtt_min;
 }
 
+/// One u32 member of the socket's `struct tcp_sock` at `offset` (from the kernel's BTF);
+/// `NOT_MEASURED` when this kernel has no such member, 0 if the read fails.
+#[inline(always)]
+fn tcp_sock_u32(tcp_sock: *const u8, offset: u16) -> u32 {
+    if offset == TracepointOffsets::ABSENT {
+        return NOT_MEASURED;
+    }
+    // SAFETY: a probe read: the helper checks the address and copies 4 bytes (or fails); the
+    // offset lies inside a struct tcp_sock per the kernel's BTF.
+    unsafe { bpf_probe_read_kernel(tcp_sock.add(offset as usize) as *const u32) }.unwrap_or(0)
+}
+
+/// Copies the socket's DSACK and reordering counters into the flow aggregate. They are not
+/// in `bpf_sock_ops`: read from the kernel's `tcp_sock` through the context's socket, only
+/// where a flow is written out (a sample, its close), not at every ACK.
+#[inline(always)]
+fn refresh_reordering(ops: *const aya_ebpf::bindings::bpf_sock_ops, flow: &mut FlowStats) {
+    // SAFETY: a ctx field load, unconditional and straight from the ctx pointer (see
+    // `sockops_tuple`); the verifier types it as a socket pointer or null.
+    let sk = unsafe { core::ptr::read_volatile(&(*ops).__bindgen_anon_2.sk) };
+    if sk.is_null() {
+        return;
+    }
+    // SAFETY: the helper takes any socket pointer and returns the tcp_sock or null.
+    let tcp_sock = unsafe { bpf_skc_to_tcp_sock(sk as *mut _) } as *const u8;
+    if tcp_sock.is_null() {
+        return;
+    }
+    flow.dsack_dups = tcp_sock_u32(tcp_sock, config!(tcp_sock_dsack_dups));
+    flow.reord_seen = tcp_sock_u32(tcp_sock, config!(tcp_sock_reord_seen));
+}
+
 #[inline(always)]
 fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
     let cookie = socket_cookie(ctx);
@@ -339,6 +373,7 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
         return Ok(());
     }
     flow.last_sample_ns = now;
+    refresh_reordering(ctx.ops, flow);
     // Filled in place in the ring buffer, not built on the stack first.
     let Some(mut entry) = EVENTS.reserve::<RttSampleEvent>(0) else {
         count(STAT_RING_FULL + EVENT_RTT_SAMPLE);
@@ -367,6 +402,8 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
     e.mss = ops.mss_cache;
     e.rate_delivered = ops.rate_delivered;
     e.rate_interval_us = ops.rate_interval_us;
+    e.dsack_dups = flow.dsack_dups;
+    e.reord_seen = flow.reord_seen;
     entry.submit(0);
     count(STAT_EMITTED + EVENT_RTT_SAMPLE);
     Ok(())
@@ -432,6 +469,7 @@ fn end_untracked_flow(ctx: &SockOpsContext, cookie: u64) -> Result<(), i64> {
     init_flow(&mut e.stats, tuple, cookie, netns_cookie);
     e.stats.untracked = 1;
     refresh_counters(sock_ops(ctx), &mut e.stats);
+    refresh_reordering(ctx.ops, &mut e.stats);
     e.stats.end_ns = now;
     entry.submit(0);
     count(STAT_EMITTED + EVENT_FLOW_END);
@@ -470,6 +508,7 @@ fn end_flow(ctx: &SockOpsContext) -> Result<(), i64> {
     };
     let ops = sock_ops(ctx);
     refresh_counters(ops, flow);
+    refresh_reordering(ctx.ops, flow);
     let now = now_ns();
     flow.end_ns = now;
     let _ = TRACKED.remove(flow.tuple);
