@@ -32,7 +32,10 @@ pub const STAT_FLOW_MAP_FULL: u32 = 3 * EVENT_KINDS + 1;
 /// QPs given an entry in the per-QP data-path table (`QP_TRAFFIC`, an LRU map): those no longer
 /// in it at the end were evicted with their traffic.
 pub const STAT_QP_TRACKED: u32 = 3 * EVENT_KINDS + 2;
-pub const STAT_SLOTS: u32 = 3 * EVENT_KINDS + 3;
+/// tcp_retransmit_skb hits for attempts the kernel did not send (`err` != 0: the original
+/// still in the host's queue, no memory): not retransmits on the wire, so not recorded.
+pub const STAT_RETRANSMITS_NOT_SENT: u32 = 3 * EVENT_KINDS + 3;
+pub const STAT_SLOTS: u32 = 3 * EVENT_KINDS + 4;
 
 /// Default capacity of the per-QP data-path table (`record --max-qps` sets it at load time).
 pub const MAX_QPS: u32 = 16_384;
@@ -62,6 +65,10 @@ pub struct TracepointOffsets {
     pub daddr: u16,
     pub saddr_v6: u16,
     pub daddr_v6: u16,
+    /// tcp_retransmit_skb's `err` (Linux 6.10+): the tracepoint fires for every attempt, and
+    /// one the kernel did not send (the original still queued in the host: -EBUSY) is no
+    /// retransmit on the wire.
+    pub err: u16,
 }
 
 impl TracepointOffsets {
@@ -77,6 +84,7 @@ impl TracepointOffsets {
         daddr: Self::ABSENT,
         saddr_v6: Self::ABSENT,
         daddr_v6: Self::ABSENT,
+        err: Self::ABSENT,
     };
 }
 
@@ -109,7 +117,7 @@ pub struct Config {
     /// this kernel has no such member, and the counters stay 0.
     pub tcp_sock_dsack_dups: u16,
     pub tcp_sock_reord_seen: u16,
-    pub _pad: [u8; 8],
+    pub _pad: [u8; 2],
 }
 
 impl Config {
@@ -129,7 +137,7 @@ impl Config {
         state_tp: TracepointOffsets::NONE,
         tcp_sock_dsack_dups: TracepointOffsets::ABSENT,
         tcp_sock_reord_seen: TracepointOffsets::ABSENT,
-        _pad: [0; 8],
+        _pad: [0; 2],
     };
 }
 
@@ -484,7 +492,7 @@ macro_rules! assert_size {
 }
 
 assert_size! {
-    TracepointOffsets => 20,
+    TracepointOffsets => 22,
     Config => 136,
     FlowTuple => 40,
     FlowStats => 200,

@@ -110,6 +110,7 @@ pub fn offsets(
         daddr: get("daddr", 4, true)?,
         saddr_v6: get("saddr_v6", 16, true)?,
         daddr_v6: get("daddr_v6", 16, true)?,
+        err: get("err", 4, false)?,
     })
 }
 

@@ -108,6 +108,13 @@ fn handle_retransmit(
             None => return Ok(()),
         }
     };
+    // The tracepoint fires for each attempt (Linux 6.10 and later say how it went): one the
+    // kernel did not send, typically because the original is still in the host's own queue
+    // behind a shaper, is no retransmit on the wire. Counted, not recorded.
+    if off.err != TracepointOffsets::ABSENT && field::<i32>(ctx, off.err).unwrap_or(0) != 0 {
+        count(STAT_RETRANSMITS_NOT_SENT);
+        return Ok(());
+    }
     let hdr = header(EVENT_RETRANSMIT);
     if !take_retransmit_token(hdr.ts_ns) {
         count(STAT_RATE_LIMITED + EVENT_RETRANSMIT);

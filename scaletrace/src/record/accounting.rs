@@ -108,6 +108,7 @@ impl Accounting {
             ring_drops_state: k.get(STAT_RING_FULL + EVENT_STATE_CHANGE),
             rtt_samples_skipped_by_interval: k.get(STAT_RATE_LIMITED + EVENT_RTT_SAMPLE),
             retransmits_over_rate: k.get(STAT_RATE_LIMITED + EVENT_RETRANSMIT),
+            retransmits_not_sent: k.get(STAT_RETRANSMITS_NOT_SENT),
             flows_filtered_out: k.get(STAT_FILTERED_FLOWS),
             flows_untracked_map_full: k.untracked_flows(),
             rows_lost_disk_full: self.rows_lost_disk_full
