@@ -44,7 +44,10 @@ LOSS = [0.01, 0.02, 0.03]
 LOSS_DIRECTIONS = ["both", "to", "from"]
 RATES = ["400mbit", "200mbit", "100mbit"]
 SLOW_MS = [20, 40, 80]
-SCENARIOS = ["clean", "loss", "rate_limit", "slow_rank"]
+# reordering: one frame in REORDER_EVERY held back in a queue of this rate (tests/ddplab.py)
+REORDER_EVERY = 16
+REORDER_RATES = ["10mbit", "20mbit", "40mbit"]
+SCENARIOS = ["clean", "loss", "rate_limit", "reorder", "slow_rank"]
 ONSET_STEPS = (25, 40)  # a mid-run fault starts at a step drawn from this range (of --steps 80)
 SKIP = 3  # warmup steps left out of every step-time statistic (connection setup, allocator)
 
@@ -153,6 +156,11 @@ def run_one(args, cfg, scenario, rep, rng_draw, out_dir):
                 plant = lambda lab: lab.rate_limit(node, rate)  # noqa: E731
                 rec["planted"] = {"kind": "rate_limit", "node": node, "host": lab.hostname(node),
                                   "ip": lab.ips[node], "size": rate}
+            elif scenario == "reorder":
+                node, rate = rng_draw["node"], rng_draw["reorder_rate"]
+                plant = lambda lab: lab.reorder(node, REORDER_EVERY, rate)  # noqa: E731
+                rec["planted"] = {"kind": "reorder", "node": node, "host": lab.hostname(node),
+                                  "ip": lab.ips[node], "size": f"1 in {REORDER_EVERY} at {rate}"}
             elif scenario == "slow_rank":
                 slow_rank, slow_ms = rng_draw["rank"], rng_draw["slow_ms"]
                 node = lab.node_of_rank(slow_rank)
@@ -460,7 +468,8 @@ def markdown(meta, records, tot):
           "DROP of TCP in the switch on that node's port, toward it (`to`: its peers retransmit), from it "
           "(`from`: it retransmits) or both; never inside the node, where a DROP only fails the send locally "
           "and is no wire loss. *rate_limit* — tc tbf (20 ms queue) on the switch port toward the node and on "
-          "the node's egress. *slow_rank* — that rank busy-loops the given time every step before backward "
+          "the node's egress. *reorder* — one frame in 16 (IP ID's low bits zero) held back in a slow HTB "
+          "class on the same two queues, so it arrives after later ones (reordering without netem). *slow_rank* — that rank busy-loops the given time every step before backward "
           "(a slow data loader). "
           + ("Each fault starts mid-run, at a step drawn from "
              f"{ONSET_STEPS[0]}..{ONSET_STEPS[1]} (of 80): rank 0 signals the step's start and the lab plants the "
@@ -471,11 +480,11 @@ def markdown(meta, records, tot):
           "writing one fleet tree `fleet/nodeK`; started before the job, stopped (SIGINT) after it. Then "
           "`scaletrace import rankR.pt.trace.json --host nodeK --rank R --out fleet/nodeK` and `scaletrace "
           "analyze fleet --json findings.json --report report.html`.",
-          "- **Matrix**: scenarios clean, loss, rate_limit, slow_rank; per repetition a configuration "
+          "- **Matrix**: scenarios clean, loss, rate_limit, reorder, slow_rank; per repetition a configuration "
           "(world size and ranks per node, model size) in turn: "
           + "; ".join(f"`{c['name']}` ({c['nodes']} nodes × {c['ranks_per_node']} rank, hidden {c['hidden']}, "
                       f"{c['layers']} layers)" for c in CONFIGS)
-          + f"; fault sizes drawn from loss {LOSS} ({'/'.join(LOSS_DIRECTIONS)}), rate {RATES}, slow "
+          + f"; fault sizes drawn from loss {LOSS} ({'/'.join(LOSS_DIRECTIONS)}), rate {RATES}, reorder queue {REORDER_RATES}, slow "
           f"{SLOW_MS} ms. Every run is a fresh lab; the clean runs of a configuration give the precision check (no finding) and the baseline of faults planted from step 0.",
           "- **Limits**: all nodes share 2 CPUs, so a node's CPU is not its own (a busy rank also slows the "
           "kernel's forwarding for everyone) and anything else running on the machine (a build) moves the "
@@ -594,7 +603,8 @@ def main():
     log(f"eval: seed {seed}, {args.reps} repetition(s) × {args.scenarios}, {args.steps} steps per job, runs in {out}")
 
     loss, rates, slows, dirs = LOSS[:], RATES[:], SLOW_MS[:], LOSS_DIRECTIONS[:]
-    for xs in (loss, rates, slows, dirs):
+    reorder_rates = REORDER_RATES[:]
+    for xs in (loss, rates, slows, dirs, reorder_rates):
         rng.shuffle(xs)
     records, t0 = [], time.time()
     total = args.reps * (len(args.scenarios) + ("clean" in args.scenarios and args.clean_after))
@@ -602,7 +612,7 @@ def main():
         cfg = CONFIGS[rep % len(CONFIGS)]
         world = cfg["nodes"] * cfg["ranks_per_node"]
         draw = {"node": None, "loss": loss[rep % 3], "direction": dirs[rep % 3], "rate": rates[rep % 3],
-                "slow_ms": slows[rep % 3]}
+                "slow_ms": slows[rep % 3], "reorder_rate": reorder_rates[rep % 3]}
         # clean first and (unless --no-clean-after) last: the baseline of this configuration,
         # taken on both sides of the faults so that a drift in the machine's load averages out
         order = [s for s in SCENARIOS if s in args.scenarios]

@@ -269,6 +269,29 @@ class DDPLab:
         self.faults.append({"kind": "delay", "node": node, "host": self.hostname(node), "ip": self.ips[node],
                             "delay_ms": delay_ms, "jitter_ms": jitter_ms, "direction": direction})
 
+    def reorder(self, node, every=16, rate="50mbit", direction="both"):
+        """Reordering on node's link, without netem: one frame in `every` (a power of two: the
+        frames whose IP ID has its low bits at zero; TCP numbers a flow's segments in turn)
+        waits in a slow queue (an HTB class of `rate`) while the others pass, so it arrives
+        after later ones, as on a path that spreads one flow's packets over links of different
+        delay. Senders take some late frames for lost and resend them, and the receivers report
+        the duplicates (DSACK). Toward the node on the switch port, from it on its eth0."""
+        assert every > 1 and every & (every - 1) == 0, every
+        targets = []
+        if direction in ("both", "to"):
+            targets.append((self.switch, self.port(node)))
+        if direction in ("both", "from"):
+            targets.append((self.ns(node), "eth0"))
+        for ns, dev in targets:
+            tc = ["ip", "netns", "exec", ns, "tc"]
+            sh(*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
+            sh(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb", "rate", "100gbit")
+            sh(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:20", "htb", "rate", rate, "ceil", rate)
+            sh(*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+               "match", "u16", "0", hex(every - 1), "at", "4", "flowid", "1:20")
+        self.faults.append({"kind": "reorder", "node": node, "host": self.hostname(node), "ip": self.ips[node],
+                            "every": every, "rate": rate, "direction": direction})
+
     def clear_faults(self):
         sh("ip", "netns", "exec", self.switch, "iptables", "-F", "FORWARD", check=False)
         for k in range(self.nodes):
@@ -545,6 +568,7 @@ def main(argv=None):
     p.add_argument("--loss", metavar="NODE:PROB[:DIR]")
     p.add_argument("--rate", metavar="NODE:RATE[:DIR]")
     p.add_argument("--delay", metavar="NODE:MS[:JITTER_MS]", help="netem delay on a node's link (needs sch_netem)")
+    p.add_argument("--reorder", metavar="NODE:EVERY:RATE", help="hold one frame in EVERY back in a queue of RATE")
     p.add_argument("--slow", metavar="RANK:MS")
     p.add_argument("--from-step", type=int, default=0, help="the step the fault starts at (0: before the job)")
     p.add_argument("--no-record", action="store_true")
@@ -561,6 +585,9 @@ def main(argv=None):
         if a.delay:
             node, ms, *jitter = a.delay.split(":")
             lab.delay(int(node), float(ms), float(jitter[0]) if jitter else 0.0)
+        if a.reorder:
+            node, every, rate = a.reorder.split(":")
+            lab.reorder(int(node), int(every), rate)
 
     with DDPLab(a.nodes, a.ranks_per_node) as lab:
         slow_rank, slow_ms = (int(a.slow.split(":")[0]), float(a.slow.split(":")[1])) if a.slow else (None, 0)

@@ -2,7 +2,8 @@
 (gloo, CPU, 4 ranks in 4 node namespaces behind a bridge, tests/ddplab.py), recorded by one
 `scaletrace record` per node, its Kineto traces imported, then `scaletrace analyze`; once
 clean, once with random loss on one node's switch port, once with a rate limit on another
-node's link, once with a slow rank. Each fault starts at step ONSET, so the steps before it
+node's link, once with reordering on a third (no netem: one frame in 16 held back in a slow
+queue), once with a slow rank. Each fault starts at step ONSET, so the steps before it
 are the run's own healthy baseline (the ground truth of the time lost).
 
 The tests without a marker check the lab itself, whatever the diagnosis says: the traces hold
@@ -34,6 +35,9 @@ LOSS = 0.03
 LIMITED = 3        # node whose link is limited to RATE both ways (tc tbf)
 RATE_MBIT = 200
 RATE = f"{RATE_MBIT}mbit"
+REORDERED = 0      # node whose link holds one frame in REORDER_EVERY back in a queue of REORDER_RATE
+REORDER_EVERY = 16
+REORDER_RATE = "20mbit"
 SLOW = 1           # rank that busy-loops SLOW_MS every step
 SLOW_MS = 60
 ONSET = 15         # the first step with the fault
@@ -60,6 +64,11 @@ def lossy(tmp_path_factory):
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory):
     return _run(tmp_path_factory, "rate", plant=lambda lab: lab.rate_limit(LIMITED, RATE))
+
+
+@pytest.fixture(scope="module")
+def reordered(tmp_path_factory):
+    return _run(tmp_path_factory, "reorder", plant=lambda lab: lab.reorder(REORDERED, REORDER_EVERY, REORDER_RATE))
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +227,7 @@ def test_clean_run_has_no_finding(clean):
 
 
 @pytest.mark.diagnosis
-@pytest.mark.parametrize("fault", ["lossy", "limited", "slow"])
+@pytest.mark.parametrize("fault", ["lossy", "limited", "reordered", "slow"])
 def test_first_finding_names_the_planted_problem(fault, request):
     run = request.getfixturevalue(fault)
     planted = run.faults[0]
@@ -227,7 +236,7 @@ def test_first_finding_names_the_planted_problem(fault, request):
 
 
 @pytest.mark.diagnosis
-@pytest.mark.parametrize("fault", ["lossy", "limited", "slow"])
+@pytest.mark.parametrize("fault", ["lossy", "limited", "reordered", "slow"])
 def test_time_lost_matches_the_measured_slowdown(fault, request):
     """The verdict's time lost against the job's own step times: the faulted steps' excess over
     the median healthy step, as the ranks timed them (not as the profiler did)."""
@@ -240,7 +249,7 @@ def test_time_lost_matches_the_measured_slowdown(fault, request):
 
 
 @pytest.mark.diagnosis
-@pytest.mark.parametrize("fault", ["lossy", "limited", "slow"])
+@pytest.mark.parametrize("fault", ["lossy", "limited", "reordered", "slow"])
 def test_the_verdict_says_when_the_problem_began_and_where_to_look(fault, request):
     """The verdict said what and how much, never when: an engineer paged about a slow job asks
     first when it began. Its first step is the step the fault was planted at (3 % loss holds up
@@ -249,13 +258,14 @@ def test_the_verdict_says_when_the_problem_began_and_where_to_look(fault, reques
     moment is that step's on the ranks' own clocks."""
     run = request.getfixturevalue(fault)
     first = run.findings[0]
-    later = 4 if fault == "lossy" else 1
+    late = fault in ("lossy", "reordered")  # faults that hold up most steps, not each one
+    later = 4 if late else 1
     assert first.get("first_step") is not None, first
     assert ONSET - 1 <= first["first_step"] <= ONSET + later, (first["first_step"], first["seen_when"])
     step = run.truth[0]["steps"][first["first_step"]]
     began_ns = datetime.datetime.fromisoformat(first["first_seen"]).timestamp() * 1e9
     assert step["start_ns"] - 50e6 <= began_ns <= step["end_ns"] + 50e6, (first["first_seen"], step)
-    if fault != "lossy":  # a lossy link need not hold up the very last step
+    if not late:  # a lossy link need not hold up the very last step
         assert "still going when the trace ended" in first["seen_when"], first["seen_when"]
     planted = run.faults[0]
     where = f"rank {SLOW}" if fault == "slow" else planted["host"]
@@ -263,7 +273,27 @@ def test_the_verdict_says_when_the_problem_began_and_where_to_look(fault, reques
 
 
 @pytest.mark.diagnosis
-@pytest.mark.parametrize("fault", ["lossy", "limited"])
+def test_lost_frames_are_called_loss_not_reordering(lossy):
+    """Frames dropped on the wire are lost, not late: the receivers report (almost) none of the
+    segments resent as duplicates (DSACK), so the verdict keeps sending the operator to error
+    and drop counters. Jitter, which reorders, is told apart in test_diagnosis_netem.py."""
+    first = lossy.findings[0]
+    assert "not lost" not in first["summary"], first["summary"]
+    assert first["next_check"].startswith("look for packet loss"), first["next_check"]
+
+
+@pytest.mark.diagnosis
+def test_reordering_is_called_reordering_not_loss(reordered):
+    """Frames held back behind others arrive late, not never: the senders resend some of them
+    and the receivers report those as duplicates (DSACK). The verdict says they were late, and
+    sends the operator to what delays or reorders packets (the error counters are clean)."""
+    first = reordered.findings[0]
+    assert "not lost" in first["summary"], first["summary"]
+    assert first["next_check"].startswith("look for what reorders or delays packets"), first["next_check"]
+
+
+@pytest.mark.diagnosis
+@pytest.mark.parametrize("fault", ["lossy", "limited", "reordered"])
 def test_no_rank_is_called_a_straggler_under_a_network_fault(fault, request):
     """Under a rate limit on node0 a rank of node3 arrived last in 193 of 308 steps, with 1.6 ms
     *less* work of its own per step than the others: its previous transfer over the slow link

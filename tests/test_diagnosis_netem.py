@@ -111,3 +111,15 @@ def test_the_verdict_says_when_it_began(fault, request):
     run = request.getfixturevalue(fault)
     first = run.findings[0] if run.findings else {}
     assert first.get("first_step") is not None and abs(first["first_step"] - ONSET) <= 2, first.get("seen_when")
+
+
+@pytest.mark.diagnosis
+def test_jitter_is_told_from_loss(jittery):
+    """netem delays each packet on its own, so jitter reorders a flow's packets: the sender
+    resends segments that were only late (539 retransmits in the first VM run) and the verdict
+    called it packet loss, sending the operator to error counters that are clean. The
+    receivers report those segments as duplicates (DSACK): the verdict says they were late,
+    not lost, and sends the operator to what delays or reorders packets."""
+    first = jittery.findings[0]
+    assert "not lost" in first["summary"], first["summary"]
+    assert first["next_check"].startswith("look for what reorders or delays packets"), first["next_check"]

@@ -278,7 +278,11 @@ fn run_in_vm(kernel: &KernelSource, image: &Path, tests: &[String]) -> Result<Ou
         .output()
         .context("python3")?;
     let python = String::from_utf8_lossy(&python.stdout).trim().to_owned();
-    let bin = root.join("target/release/scaletrace");
+    // The guest runs its own copy: a host build during the run (minutes under TCG) would
+    // otherwise swap the binary under the tests halfway.
+    let bin = out.join("scaletrace");
+    std::fs::copy(root.join("target/release/scaletrace"), &bin)
+        .context("copying target/release/scaletrace for the guest")?;
     let script = out.join("guest.sh");
     std::fs::write(
         &script,

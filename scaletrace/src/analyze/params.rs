@@ -3,7 +3,7 @@
 use anyhow::{bail, Result};
 
 /// (name, default, meaning)
-const DEFAULTS: [(&str, f64, &str); 33] = [
+const DEFAULTS: [(&str, f64, &str); 35] = [
     (
         "degraded_rtt_inflation",
         2.0,
@@ -130,9 +130,19 @@ const DEFAULTS: [(&str, f64, &str); 33] = [
         "a slow step is blamed on the network with at least this many retransmits during it",
     ),
     (
+        "min_spurious_share",
+        0.5,
+        "... and called reordering or jitter, not loss, when the receivers already had this share of the segments resent on its links (DSACK)",
+    ),
+    (
         "min_step_queued_samples",
         3.0,
         "... else on queueing with this many RTT samples queued above the fleet's usual on one node",
+    ),
+    (
+        "queueing_contrast",
+        2.0,
+        "... and its links queued this many times as often as the other flows while it lasted",
     ),
     (
         "min_persistent_share",

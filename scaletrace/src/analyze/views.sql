@@ -19,7 +19,7 @@ SELECT f.host, f.flow_id, f.local_addr, f.local_port, f.remote_addr, f.remote_po
        coalesce(i.name, f.local_addr) AS local_iface,
        f.host || ' ' || f.local_addr || ':' || f.local_port || ' -> ' || f.remote_addr || ':' || f.remote_port AS flow_label,
        f.start, f."end", f.duration_ns, f.bytes_sent, f.bytes_received, f.data_segs_out,
-       f.total_retrans, f.rto_count, f.rto_recovery_ns, f.loss_recovery_ns, f.pid, f.comm
+       f.total_retrans, f.dsack_dups, f.rto_count, f.rto_recovery_ns, f.loss_recovery_ns, f.pid, f.comm
 FROM flows f
 LEFT JOIN (SELECT host, addr, any_value(name) AS name FROM interfaces GROUP BY ALL) i
        ON i.host = f.host AND i.addr = f.local_addr;
@@ -135,7 +135,7 @@ SELECT f.host, f.flow_id, f.flow_label, f.local_iface, f.remote_addr,
        f.data_segs_out,
        greatest(coalesce(f.total_retrans, 0), coalesce(w.retrans_events, 0)) / nullif(f.data_segs_out, 0) AS retrans_ratio,
        greatest(coalesce(f.total_retrans, 0), coalesce(w.retrans_events, 0)) / nullif(f.duration_ns / 1e9, 0) AS retrans_per_s,
-       f.rto_count, f.rto_recovery_ns / 1e9 AS rto_recovery_s, f.loss_recovery_ns / 1e9 AS loss_recovery_s,
+       f.dsack_dups, f.rto_count, f.rto_recovery_ns / 1e9 AS rto_recovery_s, f.loss_recovery_ns / 1e9 AS loss_recovery_s,
        w.windows, w.windows_with_retrans, w.max_in_window,
        -- peak window against the flow's average window: 1 = evenly spread, large = one burst
        w.max_in_window / nullif(w.retrans_events / w.windows, 0) AS burstiness,
@@ -833,7 +833,8 @@ GROUP BY source, collective, step;
 -- other end: the one owning the remote address in the same capture (else the address itself).
 CREATE OR REPLACE VIEW st_data_flow AS
 WITH f AS (
-    SELECT host, flow_id, any_value(local_addr) AS local_addr, any_value(remote_addr) AS remote_addr
+    SELECT host, flow_id, any_value(local_addr) AS local_addr, any_value(remote_addr) AS remote_addr,
+           sum(coalesce(bytes_sent, 0)) AS bytes_sent
     FROM flows, st_params p
     GROUP BY host, flow_id, p.min_flow_bytes
     HAVING sum(coalesce(bytes_sent, 0) + coalesce(bytes_received, 0)) >= p.min_flow_bytes),
@@ -841,12 +842,18 @@ n AS (SELECT f.*, fn.node FROM f JOIN st_flow_node fn USING (host, flow_id))
 SELECT n.*, st_remote_node(n.remote_addr, n.node) AS remote_node
 FROM n WHERE n.remote_addr <> n.local_addr;
 
--- RTT samples of the flows that carry data, with the node at each end and the queueing in each
--- sample: its smoothed RTT above the path's windowed minimum.
+-- RTT samples of the flows that send data, with the node at each end and the queueing in each
+-- sample: its smoothed RTT above the path's windowed minimum. A socket measures RTT on what it
+-- sends: one that sent less than `min_flow_bytes` (the quiet end of a connection whose data
+-- flows the other way) times small messages and its peer's delayed ACKs, not a path, and the
+-- usual it is judged against (`st_healthy_queueing`) leaves such ends out too. Under
+-- reordering toward node0, node2's end of node3's 198 MB flow to it (91 kB sent) queued in 78
+-- steps and named node3 the first culprit.
 CREATE OR REPLACE VIEW st_rtt_ends AS
 SELECT r.host, n.node, st_us(r.ts) AS ts_us, r.flow_id, n.remote_node,
        r.srtt_us - coalesce(nullif(r.min_rtt_us, 0), r.srtt_us) AS queued_us
-FROM rtt r JOIN st_data_flow n USING (host, flow_id);
+FROM rtt r JOIN st_data_flow n USING (host, flow_id), st_params p
+WHERE n.bytes_sent >= p.min_flow_bytes;
 
 -- Each data flow's delivery rate while it sent: the kernel's rate sample (bytes delivered over
 -- the interval that delivered them) at the RTT samples where its acknowledged bytes grew; the
@@ -1004,6 +1011,50 @@ FROM st_culprit_step_window w JOIN st_retrans_ends r ON r.ts_us BETWEEN w.s AND 
 WHERE w.cause = 'network' AND st_on_culprit_links(w.ends, r.node, r.remote_node)
 GROUP BY w.culprit;
 
+-- How much more a queueing culprit's links queued than the others while it lasted (from its
+-- first slow step to its last): the share of their RTT samples above the usual
+-- (`st_healthy_queueing`) against that share on the flows off its links. On a busy host every
+-- path queues now and then, and which node holds the most queued samples in a step is chance:
+-- one of 24 clean runs had node0 on top in enough steps to be named, its links queueing 25 %
+-- of their samples against 17 % elsewhere; under rate limits the limited node's links queued
+-- 2.9 to 83 times as often as the others (six runs). A slow link queues its own flows, not the
+-- others'. Null where every flow is on its links.
+CREATE OR REPLACE VIEW st_queueing_contrast AS
+WITH c AS (
+    SELECT culprit, any_value(ends) AS ends, min(s) AS s, max(e) AS e
+    FROM st_culprit_step_window WHERE cause = 'queueing' AND kind = 'slow' GROUP BY culprit),
+x AS (
+    SELECT c.culprit, st_on_culprit_links(c.ends, r.node, r.remote_node) AS own,
+           (r.queued_us >= q.threshold_us)::INTEGER AS queued
+    FROM c JOIN st_rtt_ends r ON r.ts_us BETWEEN c.s AND c.e
+    CROSS JOIN st_healthy_queueing q)
+SELECT culprit, avg(queued) FILTER (WHERE own) AS own_share, avg(queued) FILTER (WHERE NOT own) AS other_share,
+       count(*) FILTER (WHERE own) AS own_samples, count(*) FILTER (WHERE NOT own) AS other_samples
+FROM x GROUP BY culprit;
+
+-- Of the segments resent on a network culprit's links during its slow steps, how many the
+-- receivers reported as duplicates (DSACK): spurious retransmits, whose original had arrived,
+-- only late. Loss leaves next to none; reordering and delay variation (jitter, packets of one
+-- flow spread over paths of different length) make the sender resend segments that were only
+-- late, and cost the same stalls. From each flow's running counters in its RTT samples: what
+-- they grew by since the flow's previous sample, for the samples inside the culprit's steps
+-- (each sample once, however many overlapping steps hold it). Null counters (a kernel that
+-- does not give them) leave the culprit out.
+CREATE OR REPLACE VIEW st_culprit_spurious AS
+WITH s AS (
+    SELECT n.node, n.remote_node, st_us(r.ts) AS ts_us,
+           r.total_retrans - lag(r.total_retrans) OVER w AS resent,
+           r.dsack_dups - lag(r.dsack_dups) OVER w AS spurious
+    FROM rtt r JOIN st_data_flow n USING (host, flow_id)
+    WINDOW w AS (PARTITION BY r.host, r.flow_id ORDER BY r.ts)),
+c AS (SELECT DISTINCT culprit, ends FROM st_culprit_step_window WHERE cause = 'network')
+SELECT c.culprit, sum(s.resent) AS resent, sum(s.spurious) AS spurious
+FROM c JOIN s ON st_on_culprit_links(c.ends, s.node, s.remote_node)
+WHERE s.spurious IS NOT NULL AND s.resent IS NOT NULL
+  AND EXISTS (SELECT 1 FROM st_culprit_step_window w
+              WHERE w.cause = 'network' AND w.culprit = c.culprit AND s.ts_us BETWEEN w.s AND w.e)
+GROUP BY c.culprit;
+
 -- A slow link present from the job's first step leaves no healthy step to compare with: every
 -- transfer is slow alike and none stands out in `st_collective_excess`. It still queues its
 -- own flows' packets, and no others, in step after step: a node (or link) that holds the most
@@ -1077,9 +1128,12 @@ SELECT c.* EXCLUDE (step_retransmits),
             -- ProfilerStep to tell, it must at least hold most of the lateness
             WHEN c.cause = 'straggler' AND o.extra_own_us IS NOT NULL
               THEN o.extra_own_us >= greatest(p.min_excess_us, 500 * c.median_lateness_ms)
-            -- queueing rises with any load; one node (or link) must hold most of it
-            ELSE ev.evidence_s / nullif(sum(ev.evidence_s) OVER (PARTITION BY c.cause), 0) >= 0.5 END AS evidenced
+            -- queueing rises with any load; one node (or link) must hold most of it, its links
+            -- queueing more often than the others while it lasted
+            ELSE ev.evidence_s / nullif(sum(ev.evidence_s) OVER (PARTITION BY c.cause), 0) >= 0.5
+                 AND coalesce(qc.own_share >= p.queueing_contrast * qc.other_share, true) END AS evidenced
 FROM c JOIN ev USING (cause, culprit) CROSS JOIN st_params p
+LEFT JOIN st_queueing_contrast qc ON c.cause = 'queueing' AND qc.culprit = c.culprit
 LEFT JOIN st_rank_own_time o ON c.cause = 'straggler' AND o.host = c.host AND o.rank = c.rank
 LEFT JOIN st_culprit_queued_samples n ON c.cause = 'queueing' AND n.kind = 'slow' AND n.culprit = c.culprit
 LEFT JOIN st_culprit_retransmits t ON c.cause = 'network' AND t.culprit = c.culprit;
@@ -1377,6 +1431,10 @@ CREATE OR REPLACE MACRO st_next_check(kind, blamed, on_host, rank_no) AS
                        rank_no, on_host,
                        CASE WHEN (SELECT bool_or(t.device = 'gpu') FROM st_rank_trace t WHERE t.host = on_host AND t.rank = rank_no)
                             THEN ', its GPU''s clocks and throttling (nvidia-smi -q -d PERFORMANCE)' ELSE '' END)
+         WHEN kind = 'reordering'
+           THEN printf('look for what reorders or delays packets %s: variable delay or jitter (tc -s qdisc: netem, shapers), packets of one flow spread over paths of different length (bonding or LAG in a per-packet mode, ECMP or adaptive routing in the switches), a link that fails over back and forth; its error and drop counters will be clean',
+                       CASE WHEN blamed LIKE 'link %' THEN printf('between %s and %s', st_culprit_ends(blamed)[1], st_culprit_ends(blamed)[2])
+                            ELSE printf('on %s''s link (%s)', blamed, st_iface_of(blamed)) END)
          WHEN blamed LIKE 'link %' THEN
            CASE kind
              WHEN 'network' THEN printf('look for packet loss between %s and %s: both NICs'' error and drop counters (ethtool -S), the switch ports, cables or optics between them',
@@ -1432,8 +1490,10 @@ f AS (
     WHERE retransmits >= p.min_retransmits AND (retrans_ratio >= p.min_retrans_ratio OR collapse_windows > 0)
     UNION ALL
     SELECT 'retransmits', 'flow', flow_label, host, NULL, retransmits::DOUBLE,
-           printf('flow %s: %d retransmits (%.3g%% of data segments, %.1f/s)%s%s, burstiness %.1f, throughput collapsed in %d of %d windows with retransmits',
+           printf('flow %s: %d retransmits (%.3g%% of data segments, %.1f/s)%s%s%s, burstiness %.1f, throughput collapsed in %d of %d windows with retransmits',
                   flow_label, retransmits, 100 * retrans_ratio, retrans_per_s,
+                  CASE WHEN coalesce(dsack_dups, 0) > 0
+                       THEN printf('; the receiver already had %d of the segments resent (DSACK: late, not lost)', dsack_dups) ELSE '' END,
                   CASE WHEN coalesce(loss_recovery_s, 0) > 0
                        THEN printf('; in loss recovery %.2f s', loss_recovery_s) ELSE '' END,
                   CASE WHEN coalesce(rto_count, 0) > 0
@@ -1514,9 +1574,12 @@ s AS (
            CASE WHEN cause = 'straggler' THEN 'rank' WHEN culprit LIKE 'link %' THEN 'link' ELSE 'node' END AS scope,
            culprit AS subject, host, rank, time_lost_s AS score, time_lost_s,
            CASE cause
-             WHEN 'network' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d slow %s steps (each transfer a median %.0f ms longer than a healthy %.0f ms) with %d retransmits on %s during them: every rank waits for the slowest link (synchronization amplification)',
+             WHEN 'network' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d slow %s steps (each transfer a median %.0f ms longer than a healthy %.0f ms) with %d retransmits on %s during them%s: every rank waits for the slowest link (synchronization amplification)',
                                         culprit, time_lost_s, 100 * lost_fraction, traced_s, priced, slow_steps, collectives, median_excess_ms, median_base_ms, retransmits,
-                                        CASE WHEN culprit LIKE 'link %' THEN 'that link' ELSE 'the links of ' || culprit END)
+                                        CASE WHEN culprit LIKE 'link %' THEN 'that link' ELSE 'the links of ' || culprit END,
+                                        CASE WHEN reordered
+                                             THEN printf('; the receivers already had %.0f%% of the segments resent (DSACK): they arrived out of order or late, not lost (reordering or jitter on the path)', 100 * spurious_share)
+                                             ELSE '' END)
              WHEN 'queueing' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d slow %s steps (each transfer a median %.0f ms longer than a healthy %.0f ms) %s, while %d RTT samples on %s queued above the fleet''s usual%s: a slow, congested or delayed link (a rate limit, a lower link speed, a busy port, added latency) that every rank waits for',
                                          culprit, time_lost_s, 100 * lost_fraction, traced_s, priced, slow_steps, collectives, median_excess_ms, median_base_ms,
                                          CASE WHEN lossy_steps = 0 THEN 'with no retransmits during them'
@@ -1530,8 +1593,10 @@ s AS (
                                                ELSE printf('; it spends %.0f ms more per training step outside collectives than the other ranks (median)', extra_own_ms) END)
              END AS summary,
            st_iso(w.first_us) AS first_seen, st_iso(w.last_us) AS last_seen, w.first_step, w.seen_when,
-           st_next_check(cause, culprit, host, rank) AS next_check
-    FROM (SELECT *, CASE WHEN priced_by = 'step_time'
+           st_next_check(CASE WHEN reordered THEN 'reordering' ELSE cause END, culprit, host, rank) AS next_check
+    FROM (SELECT st_slowdown.*, coalesce(x.spurious > 0 AND x.spurious >= (SELECT min_spurious_share FROM st_params) * x.resent, false) AS reordered,
+                 x.spurious / nullif(x.resent, 0) AS spurious_share,
+                 CASE WHEN priced_by = 'step_time'
                          THEN printf(': %d training steps took %.0f ms on average instead of a healthy %.0f ms%s',
                                      impaired_iterations, mean_step_ms, healthy_step_ms,
                                      CASE WHEN healthy_from = 'baseline' THEN ' (the baseline run''s)' ELSE '' END)
@@ -1542,7 +1607,7 @@ s AS (
                                                  st_rate(d.slowest_bps), st_rate(d.others_bps))
                                    FROM st_culprit_delivery d WHERE d.culprit = st_slowdown.culprit
                                      AND d.slowest_bps IS NOT NULL AND d.others_bps IS NOT NULL), '') AS delivery
-                  FROM st_slowdown) d
+                  FROM st_slowdown LEFT JOIN st_culprit_spurious x ON st_slowdown.cause = 'network' AND x.culprit = st_slowdown.culprit) d
     LEFT JOIN st_culprit_when w USING (cause, culprit) CROSS JOIN st_params p
     -- Slow steps nobody can be blamed for stay in st_slowdown (cause 'unexplained'): on a busy
     -- host transfers vary by tens of percent, and a finding without a culprit is not one.
