@@ -47,7 +47,8 @@ SLOW_MS = [20, 40, 80]
 # reordering: one frame in REORDER_EVERY held back in a queue of this rate (tests/ddplab.py)
 REORDER_EVERY = 16
 REORDER_RATES = ["10mbit", "20mbit", "40mbit"]
-SCENARIOS = ["clean", "loss", "rate_limit", "reorder", "slow_rank"]
+# (reorder came last, with draws of its own: the other scenarios' runs of a seed stay as before)
+SCENARIOS = ["clean", "loss", "rate_limit", "slow_rank", "reorder"]
 ONSET_STEPS = (25, 40)  # a mid-run fault starts at a step drawn from this range (of --steps 80)
 SKIP = 3  # warmup steps left out of every step-time statistic (connection setup, allocator)
 
@@ -480,7 +481,7 @@ def markdown(meta, records, tot):
           "writing one fleet tree `fleet/nodeK`; started before the job, stopped (SIGINT) after it. Then "
           "`scaletrace import rankR.pt.trace.json --host nodeK --rank R --out fleet/nodeK` and `scaletrace "
           "analyze fleet --json findings.json --report report.html`.",
-          "- **Matrix**: scenarios clean, loss, rate_limit, reorder, slow_rank; per repetition a configuration "
+          "- **Matrix**: scenarios clean, loss, rate_limit, slow_rank, reorder; per repetition a configuration "
           "(world size and ranks per node, model size) in turn: "
           + "; ".join(f"`{c['name']}` ({c['nodes']} nodes × {c['ranks_per_node']} rank, hidden {c['hidden']}, "
                       f"{c['layers']} layers)" for c in CONFIGS)
@@ -603,9 +604,11 @@ def main():
     log(f"eval: seed {seed}, {args.reps} repetition(s) × {args.scenarios}, {args.steps} steps per job, runs in {out}")
 
     loss, rates, slows, dirs = LOSS[:], RATES[:], SLOW_MS[:], LOSS_DIRECTIONS[:]
-    reorder_rates = REORDER_RATES[:]
-    for xs in (loss, rates, slows, dirs, reorder_rates):
+    for xs in (loss, rates, slows, dirs):
         rng.shuffle(xs)
+    reorder_rng = random.Random(f"{seed}-reorder")
+    reorder_rates = REORDER_RATES[:]
+    reorder_rng.shuffle(reorder_rates)
     records, t0 = [], time.time()
     total = args.reps * (len(args.scenarios) + ("clean" in args.scenarios and args.clean_after))
     for rep in range(args.reps):
@@ -620,8 +623,9 @@ def main():
             order.append("clean")
         for i, scenario in enumerate(order):
             lo, hi = (round(x * args.steps / 80) for x in ONSET_STEPS)
-            d = dict(draw, node=rng.randrange(cfg["nodes"]), rank=rng.randrange(world),
-                     onset=rng.randint(lo, hi) if args.onset == "mid" else 0, second=scenario in order[:i])
+            r = reorder_rng if scenario == "reorder" else rng
+            d = dict(draw, node=r.randrange(cfg["nodes"]), rank=r.randrange(world),
+                     onset=r.randint(lo, hi) if args.onset == "mid" else 0, second=scenario in order[:i])
             n = len(records) + 1
             log(f"run {n}/{total}: {scenario}, rep {rep}, {cfg['name']} (world {world})")
             rec = run_one(args, cfg, scenario, rep, d, out)

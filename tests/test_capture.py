@@ -119,9 +119,15 @@ def test_reordering_and_spurious_retransmits_are_counted_as_the_kernel_counts_th
     client.stdin.flush()
     time.sleep(0.6)
     net.run(net.b, *["-D" if a == "-I" else a for a in drop_acks])
-    assert client.stdout.readline().strip() == "acks-lost"  # all acknowledged
-    time.sleep(0.3)
-    kernel = ss_counters(net, port)
+    assert client.stdout.readline().strip() == "acks-lost"  # all handed to the kernel
+    # the counters are final once every byte is acknowledged (the FIN not yet sent)
+    deadline = time.time() + 30
+    while True:
+        kernel = ss_counters(net, port)
+        if f"bytes_acked:{4 * MB + 1} " in kernel["ss"] + " " and "unacked:" not in kernel["ss"]:
+            break
+        assert time.time() < deadline, kernel["ss"]
+        time.sleep(0.1)
     client.stdin.write("close\n")
     client.stdin.flush()
     assert client.wait(timeout=60) == 0

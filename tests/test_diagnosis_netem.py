@@ -120,6 +120,7 @@ def test_jitter_is_told_from_loss(jittery):
     called it packet loss, sending the operator to error counters that are clean. The
     receivers report those segments as duplicates (DSACK): the verdict says they were late,
     not lost, and sends the operator to what delays or reorders packets."""
+    assert jittery.findings, f"no finding; the job lost {jittery.time_lost_in_run():.2f} s"
     first = jittery.findings[0]
     assert "not lost" in first["summary"], first["summary"]
     assert first["next_check"].startswith("look for what reorders or delays packets"), first["next_check"]

@@ -44,11 +44,12 @@ pub const MAX_QPS: u32 = 16_384;
 pub const MAX_FLOWS: u32 = 65_536;
 
 /// Flow direction, from the sock_ops callback that opened it.
+pub const DIRECTION_ACTIVE: u8 = 1;
+pub const DIRECTION_PASSIVE: u8 = 2;
+
 /// A counter this kernel does not give (`FlowStats::dsack_dups` where the kernel's BTF has
 /// no such member): written as null, not 0.
 pub const NOT_MEASURED: u32 = u32::MAX;
-pub const DIRECTION_ACTIVE: u8 = 1;
-pub const DIRECTION_PASSIVE: u8 = 2;
 
 /// Field offsets of a TCP/sock tracepoint record, read from tracefs `format` files at load time
 /// because they differ between kernel versions. `ABSENT` marks a field the kernel lacks.
@@ -114,7 +115,7 @@ pub struct Config {
     pub state_tp: TracepointOffsets,
     /// Byte offsets in the kernel's `struct tcp_sock` of `dsack_dups` and `reord_seen` (from
     /// its BTF, since the layout changes between kernels); `TracepointOffsets::ABSENT` when
-    /// this kernel has no such member, and the counters stay 0.
+    /// this kernel has no such member (the counters are then `NOT_MEASURED`, written as null).
     pub tcp_sock_dsack_dups: u16,
     pub tcp_sock_reord_seen: u16,
     pub _pad: [u8; 2],

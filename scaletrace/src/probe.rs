@@ -144,6 +144,43 @@ fn tcp_sock_offsets(config: &mut Config, hooks: &mut Hooks) {
     }
 }
 
+/// The eBPF object with `config` in place, its maps created; programs load when attached.
+fn load_object(
+    config: &Config,
+    ebpf_log_level: u8,
+    ring_bytes: u32,
+    max_flows: u32,
+    max_qps: u32,
+) -> Result<Ebpf> {
+    EbpfLoader::new()
+        .override_global("CONFIG", config, true)
+        .override_global("AYA_LOG_LEVEL", &ebpf_log_level, false)
+        .map_max_entries("EVENTS", ring_bytes)
+        .map_max_entries("FLOWS", max_flows)
+        .map_max_entries("TRACKED", max_flows)
+        .map_max_entries("QP_TRAFFIC", max_qps)
+        .load(EBPF_OBJECT)
+        .context("loading the eBPF object into the kernel failed")
+}
+
+/// Whether sock_ops will read any `tcp_sock` member.
+fn reads_tcp_sock(config: &Config) -> bool {
+    let mut config = *config;
+    TCP_SOCK_MEMBERS
+        .iter()
+        .any(|(slot, _)| *slot(&mut config) != TracepointOffsets::ABSENT)
+}
+
+/// Turns the `tcp_sock` reads off (their columns become null), saying why.
+fn forget_tcp_sock_offsets(config: &mut Config, hooks: &mut Hooks, why: &str) {
+    for (slot, member) in TCP_SOCK_MEMBERS {
+        *slot(config) = TracepointOffsets::ABSENT;
+        let hook = format!("tcp_sock:{member}");
+        hooks.attached.retain(|h| *h != hook);
+        hooks.missing.push((hook, why.to_owned()));
+    }
+}
+
 /// Loads the programs with `config` and attaches sock_ops to `cgroup` and the tracepoints.
 pub fn load_and_attach(
     mut config: Config,
@@ -167,17 +204,19 @@ pub fn load_and_attach(
         log::LevelFilter::Debug => 4,
         log::LevelFilter::Trace => 5,
     };
-    let mut ebpf = EbpfLoader::new()
-        .override_global("CONFIG", &config, true)
-        .override_global("AYA_LOG_LEVEL", &ebpf_log_level, false)
-        .map_max_entries("EVENTS", ring_bytes)
-        .map_max_entries("FLOWS", max_flows)
-        .map_max_entries("TRACKED", max_flows)
-        .map_max_entries("QP_TRAFFIC", max_qps)
-        .load(EBPF_OBJECT)
-        .context("loading the eBPF object into the kernel failed")?;
-
-    match attach_sockops(&mut ebpf, cgroup) {
+    let mut ebpf = load_object(&config, ebpf_log_level, ring_bytes, max_flows, max_qps)?;
+    let mut sockops = attach_sockops(&mut ebpf, cgroup);
+    if let Err(e) = &sockops {
+        if reads_tcp_sock(&config) && format!("{e:#}").contains("verifier rejected") {
+            // A kernel whose verifier refuses the tcp_sock reads in sock_ops (the helpers
+            // came in 5.10) must not lose the flow table for two counters: load again without.
+            let why = format!("sock_ops cannot read tcp_sock here ({})", short_error(e));
+            forget_tcp_sock_offsets(&mut config, &mut hooks, &why);
+            ebpf = load_object(&config, ebpf_log_level, ring_bytes, max_flows, max_qps)?;
+            sockops = attach_sockops(&mut ebpf, cgroup);
+        }
+    }
+    match sockops {
         Ok(()) => {
             hooks
                 .attached

@@ -195,7 +195,7 @@ table! {
         ring_drops_verbs: u64 => u64_col("events", "Verbs calls lost."),
         rtt_samples_skipped_by_interval: u64 => u64_col("events", "RTT updates not sampled because of `--rtt-sample-interval` (by design, not loss)."),
         retransmits_over_rate: u64 => u64_col("events", "Retransmits not sent because of `--max-retransmit-rate` (still counted per flow)."),
-        retransmits_not_sent: u64 => u64_col("events", "`tcp:tcp_retransmit_skb` hits for retransmit attempts the kernel did not send (its `err`, Linux 6.10+; typically the original still in the host's own queue behind a shaper): not recorded, since nothing went on the wire; 0 on older kernels, which do not tell."),
+        retransmits_not_sent: u64 => u64_col("events", "`tcp:tcp_retransmit_skb` hits for retransmit attempts the kernel did not send (its `err`, Linux 6.10+; typically the original still in the host's own queue behind a shaper): not recorded, since nothing went on the wire. Older kernels' tracepoint does not say whether it sent: there every hit is recorded, and this stays 0."),
         flows_filtered_out: u64 => u64_col("flows", "Connections that did not match the filters."),
         flows_untracked_map_full: u64 => u64_col("flows", "Matching connections not tracked because the kernel flow table was full (once each; `--max-flows` raises the limit)."),
         rows_lost_disk_full: u64 => u64_col("rows", "`agent`: rows dropped because the spool's disk was full (the open interval's files are dropped, the oldest completed files deleted, and recording goes on); includes rows of the previous interval whose files could not be finished."),

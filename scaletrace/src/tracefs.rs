@@ -110,7 +110,8 @@ pub fn offsets(
         daddr: get("daddr", 4, true)?,
         saddr_v6: get("saddr_v6", 16, true)?,
         daddr_v6: get("daddr_v6", 16, true)?,
-        err: get("err", 4, false)?,
+        // optional and only informative: a layout it does not expect drops it, not the hook
+        err: get("err", 4, false).unwrap_or(TracepointOffsets::ABSENT),
     })
 }
 

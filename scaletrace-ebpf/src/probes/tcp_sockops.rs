@@ -215,6 +215,9 @@ fn init_flow(flow: &mut FlowStats, tuple: FlowTuple, cookie: u64, netns_cookie: 
     flow.cookie = cookie;
     flow.netns_cookie = netns_cookie;
     flow.srtt_min_us = u32::MAX;
+    // not read until its first sample or its close (or the stop's sock_diag refresh)
+    flow.dsack_dups = NOT_MEASURED;
+    flow.reord_seen = NOT_MEASURED;
 }
 
 #[inline(always)]
@@ -301,15 +304,16 @@ fn refresh_counters(ops: &aya_ebpf::bindings::bpf_sock_ops, flow: &mut FlowStats
 }
 
 /// One u32 member of the socket's `struct tcp_sock` at `offset` (from the kernel's BTF);
-/// `NOT_MEASURED` when this kernel has no such member, 0 if the read fails.
+/// `NOT_MEASURED` when this kernel has no such member, `current` if the read fails (a running
+/// count must not drop to 0 and back).
 #[inline(always)]
-fn tcp_sock_u32(tcp_sock: *const u8, offset: u16) -> u32 {
+fn tcp_sock_u32(tcp_sock: *const u8, offset: u16, current: u32) -> u32 {
     if offset == TracepointOffsets::ABSENT {
         return NOT_MEASURED;
     }
     // SAFETY: a probe read: the helper checks the address and copies 4 bytes (or fails); the
     // offset lies inside a struct tcp_sock per the kernel's BTF.
-    unsafe { bpf_probe_read_kernel(tcp_sock.add(offset as usize) as *const u32) }.unwrap_or(0)
+    unsafe { bpf_probe_read_kernel(tcp_sock.add(offset as usize) as *const u32) }.unwrap_or(current)
 }
 
 /// Copies the socket's DSACK and reordering counters into the flow aggregate. They are not
@@ -317,6 +321,15 @@ fn tcp_sock_u32(tcp_sock: *const u8, offset: u16) -> u32 {
 /// where a flow is written out (a sample, its close), not at every ACK.
 #[inline(always)]
 fn refresh_reordering(ops: *const aya_ebpf::bindings::bpf_sock_ops, flow: &mut FlowStats) {
+    let (dsack_at, reord_at) = (config!(tcp_sock_dsack_dups), config!(tcp_sock_reord_seen));
+    if dsack_at == TracepointOffsets::ABSENT && reord_at == TracepointOffsets::ABSENT {
+        // Decided before any helper is called: the configuration is read-only data the
+        // verifier sees, so on a kernel that refuses these helpers in sock_ops (the loader then
+        // loads again with both offsets absent) this branch is all it checks.
+        flow.dsack_dups = NOT_MEASURED;
+        flow.reord_seen = NOT_MEASURED;
+        return;
+    }
     // SAFETY: a ctx field load, unconditional and straight from the ctx pointer (see
     // `sockops_tuple`); the verifier types it as a socket pointer or null.
     let sk = unsafe { core::ptr::read_volatile(&(*ops).__bindgen_anon_2.sk) };
@@ -328,8 +341,8 @@ fn refresh_reordering(ops: *const aya_ebpf::bindings::bpf_sock_ops, flow: &mut F
     if tcp_sock.is_null() {
         return;
     }
-    flow.dsack_dups = tcp_sock_u32(tcp_sock, config!(tcp_sock_dsack_dups));
-    flow.reord_seen = tcp_sock_u32(tcp_sock, config!(tcp_sock_reord_seen));
+    flow.dsack_dups = tcp_sock_u32(tcp_sock, dsack_at, flow.dsack_dups);
+    flow.reord_seen = tcp_sock_u32(tcp_sock, reord_at, flow.reord_seen);
 }
 
 #[inline(always)]

@@ -1043,8 +1043,9 @@ FROM x GROUP BY culprit;
 CREATE OR REPLACE VIEW st_culprit_spurious AS
 WITH s AS (
     SELECT n.node, n.remote_node, st_us(r.ts) AS ts_us,
-           r.total_retrans - lag(r.total_retrans) OVER w AS resent,
-           r.dsack_dups - lag(r.dsack_dups) OVER w AS spurious
+           -- signed: a count that went down (a socket reused after a disconnect) adds nothing
+           greatest(0, r.total_retrans::BIGINT - lag(r.total_retrans::BIGINT) OVER w) AS resent,
+           greatest(0, r.dsack_dups::BIGINT - lag(r.dsack_dups::BIGINT) OVER w) AS spurious
     FROM rtt r JOIN st_data_flow n USING (host, flow_id)
     WINDOW w AS (PARTITION BY r.host, r.flow_id ORDER BY r.ts)),
 c AS (SELECT DISTINCT culprit, ends FROM st_culprit_step_window WHERE cause = 'network')
@@ -1432,7 +1433,7 @@ CREATE OR REPLACE MACRO st_next_check(kind, blamed, on_host, rank_no) AS
                        CASE WHEN (SELECT bool_or(t.device = 'gpu') FROM st_rank_trace t WHERE t.host = on_host AND t.rank = rank_no)
                             THEN ', its GPU''s clocks and throttling (nvidia-smi -q -d PERFORMANCE)' ELSE '' END)
          WHEN kind = 'reordering'
-           THEN printf('look for what reorders or delays packets %s: variable delay or jitter (tc -s qdisc: netem, shapers), packets of one flow spread over paths of different length (bonding or LAG in a per-packet mode, ECMP or adaptive routing in the switches), a link that fails over back and forth; its error and drop counters will be clean',
+           THEN printf('look for what reorders or delays packets %s: variable delay or jitter (tc -s qdisc: netem, shapers), packets of one flow spread over paths of different length (bonding or LAG in a per-packet mode, ECMP or adaptive routing in the switches), a link that fails over back and forth; then its error and drop counters, for the segments that were lost',
                        CASE WHEN blamed LIKE 'link %' THEN printf('between %s and %s', st_culprit_ends(blamed)[1], st_culprit_ends(blamed)[2])
                             ELSE printf('on %s''s link (%s)', blamed, st_iface_of(blamed)) END)
          WHEN blamed LIKE 'link %' THEN
@@ -1578,7 +1579,7 @@ s AS (
                                         culprit, time_lost_s, 100 * lost_fraction, traced_s, priced, slow_steps, collectives, median_excess_ms, median_base_ms, retransmits,
                                         CASE WHEN culprit LIKE 'link %' THEN 'that link' ELSE 'the links of ' || culprit END,
                                         CASE WHEN reordered
-                                             THEN printf('; the receivers already had %.0f%% of the segments resent (DSACK): they arrived out of order or late, not lost (reordering or jitter on the path)', 100 * spurious_share)
+                                             THEN printf('; the receivers already had %.0f%% of the segments resent (DSACK): most arrived late or out of order, not lost (reordering or jitter on the path)', 100 * spurious_share)
                                              ELSE '' END)
              WHEN 'queueing' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d slow %s steps (each transfer a median %.0f ms longer than a healthy %.0f ms) %s, while %d RTT samples on %s queued above the fleet''s usual%s: a slow, congested or delayed link (a rate limit, a lower link speed, a busy port, added latency) that every rank waits for',
                                          culprit, time_lost_s, 100 * lost_fraction, traced_s, priced, slow_steps, collectives, median_excess_ms, median_base_ms,
@@ -1594,8 +1595,9 @@ s AS (
              END AS summary,
            st_iso(w.first_us) AS first_seen, st_iso(w.last_us) AS last_seen, w.first_step, w.seen_when,
            st_next_check(CASE WHEN reordered THEN 'reordering' ELSE cause END, culprit, host, rank) AS next_check
-    FROM (SELECT st_slowdown.*, coalesce(x.spurious > 0 AND x.spurious >= (SELECT min_spurious_share FROM st_params) * x.resent, false) AS reordered,
-                 x.spurious / nullif(x.resent, 0) AS spurious_share,
+    FROM (SELECT st_slowdown.*, coalesce(x.resent > 0 AND x.spurious > 0 AND x.spurious >= (SELECT min_spurious_share FROM st_params) * x.resent, false) AS reordered,
+                 -- a DSACK can come in a sample after its retransmit's: at most all of them
+                 least(1.0, x.spurious / nullif(x.resent, 0)) AS spurious_share,
                  CASE WHEN priced_by = 'step_time'
                          THEN printf(': %d training steps took %.0f ms on average instead of a healthy %.0f ms%s',
                                      impaired_iterations, mean_step_ms, healthy_step_ms,
