@@ -1039,7 +1039,8 @@ FROM x GROUP BY culprit;
 -- late, and cost the same stalls. From each flow's running counters in its RTT samples: what
 -- they grew by since the flow's previous sample, for the samples inside the culprit's steps
 -- (each sample once, however many overlapping steps hold it). Null counters (a kernel that
--- does not give them) leave the culprit out.
+-- does not give them) leave the culprit out. `reordered`: the receivers already had at least
+-- `min_spurious_share` of them, so the verdict calls it reordering or jitter, not loss.
 CREATE OR REPLACE VIEW st_culprit_spurious AS
 WITH s AS (
     SELECT n.node, n.remote_node, st_us(r.ts) AS ts_us,
@@ -1049,8 +1050,11 @@ WITH s AS (
     FROM rtt r JOIN st_data_flow n USING (host, flow_id)
     WINDOW w AS (PARTITION BY r.host, r.flow_id ORDER BY r.ts)),
 c AS (SELECT DISTINCT culprit, ends FROM st_culprit_step_window WHERE cause = 'network')
-SELECT c.culprit, sum(s.resent) AS resent, sum(s.spurious) AS spurious
-FROM c JOIN s ON st_on_culprit_links(c.ends, s.node, s.remote_node)
+SELECT c.culprit, sum(s.resent) AS resent, sum(s.spurious) AS spurious,
+       -- a DSACK can come in a sample after its retransmit's: at most all of them
+       least(1.0, sum(s.spurious) / nullif(sum(s.resent), 0)) AS spurious_share,
+       sum(s.resent) > 0 AND sum(s.spurious) > 0 AND sum(s.spurious) >= any_value(p.min_spurious_share) * sum(s.resent) AS reordered
+FROM c JOIN s ON st_on_culprit_links(c.ends, s.node, s.remote_node) CROSS JOIN st_params p
 WHERE s.spurious IS NOT NULL AND s.resent IS NOT NULL
   AND EXISTS (SELECT 1 FROM st_culprit_step_window w
               WHERE w.cause = 'network' AND w.culprit = c.culprit AND s.ts_us BETWEEN w.s AND w.e)
@@ -1597,9 +1601,7 @@ s AS (
              END AS summary,
            st_iso(w.first_us) AS first_seen, st_iso(w.last_us) AS last_seen, w.first_step, w.seen_when,
            st_next_check(CASE WHEN reordered THEN 'reordering' ELSE cause END, culprit, host, rank) AS next_check
-    FROM (SELECT st_slowdown.*, coalesce(x.resent > 0 AND x.spurious > 0 AND x.spurious >= (SELECT min_spurious_share FROM st_params) * x.resent, false) AS reordered,
-                 -- a DSACK can come in a sample after its retransmit's: at most all of them
-                 least(1.0, x.spurious / nullif(x.resent, 0)) AS spurious_share,
+    FROM (SELECT st_slowdown.*, coalesce(x.reordered, false) AS reordered, x.spurious_share,
                  CASE WHEN priced_by = 'step_time'
                          THEN printf(': %d training steps took %.0f ms on average instead of a healthy %.0f ms%s',
                                      impaired_iterations, mean_step_ms, healthy_step_ms,
