@@ -16,7 +16,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from netlab import NetPair, Recorder, sh  # noqa: E402
+from netlab import NetPair, Recorder, sh, voluntary_switches  # noqa: E402
 
 import duckdb  # noqa: E402
 
@@ -163,18 +163,21 @@ class Tracer:
             self.proc = subprocess.Popen(["bpftrace", "-e", script], stdout=self.output, stderr=subprocess.STDOUT)
             time.sleep(3)  # attach
         self.cpu0 = cpu_seconds(self.proc.pid) if self.proc else 0.0
+        self.switches0 = voluntary_switches(self.proc.pid) if self.proc else 0
+        self.started = time.time()
 
     def stop(self):
         if not self.proc:
             return {}
         cpu = cpu_seconds(self.proc.pid) - self.cpu0
+        wakeups = (voluntary_switches(self.proc.pid) - self.switches0) / (time.time() - self.started)
         rss = peak_rss_bytes(self.proc.pid)
         if self.rec:
             assert self.rec.stop() == 0, self.rec.stderr
         else:
             self.proc.send_signal(signal.SIGINT)
             self.proc.wait(timeout=30)
-        return {"cpu_seconds": cpu, "peak_rss_bytes": rss}
+        return {"cpu_seconds": cpu, "peak_rss_bytes": rss, "wakeups_per_s": wakeups}
 
     def events(self):
         if self.rec:
@@ -346,10 +349,10 @@ def markdown(r):
         "distribution-free interval of at least 95 % coverage (order statistics; the exact coverage is given). Kernel CPU is the whole machine's system, irq and "
         "softirq time (`/proc/stat`) per GB received: where the network stack and every eBPF program on its path "
         "run, steadier than throughput on a shared machine. The tracer's own process (its userspace) is the "
-        "next column.",
+        "next columns; its wakeups are its threads' voluntary context switches per second.",
         "",
-        "| tracer | median Gbit/s | throughput vs. baseline (interval, coverage) | kernel CPU s per GB | vs. baseline (interval, coverage) | tracer CPU s per run | tracer peak RSS MiB |",
-        "|---|---|---|---|---|---|---|",
+        "| tracer | median Gbit/s | throughput vs. baseline (interval, coverage) | kernel CPU s per GB | vs. baseline (interval, coverage) | tracer CPU s per run | tracer wakeups/s | tracer peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|",
     ]
 
     def interval(stats):
@@ -362,10 +365,12 @@ def markdown(r):
         costs = r["tracer_cost"].get(k, [])
         cpu = statistics.median(c["cpu_seconds"] for c in costs) if costs else 0
         rss = max((c["peak_rss_bytes"] or 0) for c in costs) / 2**20 if costs else 0
+        wakeups = [c["wakeups_per_s"] for c in costs if "wakeups_per_s" in c]
+        wakeups = f"{statistics.median(wakeups):.0f}" if wakeups else "–"
         cpu_gb = v.get("runs_kernel_cpu_s_per_gb")
         lines.append(f"| {k} | {v['median_bps'] / 1e9:.2f} | {interval(against_baseline(tp, k, 'runs_bps'))} | "
                      f"{statistics.median(cpu_gb) if cpu_gb else float('nan'):.3f} | "
-                     f"{interval(against_baseline(tp, k, 'runs_kernel_cpu_s_per_gb'))} | {cpu:.2f} | {rss:.1f} |")
+                     f"{interval(against_baseline(tp, k, 'runs_kernel_cpu_s_per_gb'))} | {cpu:.2f} | {wakeups} | {rss:.1f} |")
     lines += ["", "## eBPF program time (kernel.bpf_stats_enabled)", "", "| program | runs | ns per run |", "|---|---|---|"]
     for name, s in r["bpf_programs"].items():
         lines.append(f"| {name} | {s['run_cnt']} | {s['run_time_ns'] / max(s['run_cnt'], 1):.0f} |")

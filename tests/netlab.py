@@ -1,5 +1,6 @@
 """Test hosts for scaletrace: network namespaces joined by veth, with traffic, loss and rate
 limits, and a recorder wrapper. Everything created here is removed by the fixtures."""
+import glob
 import itertools
 import os
 import signal
@@ -17,6 +18,18 @@ _subnet = itertools.count(10)
 
 def sh(*args, check=True, **kw):
     return subprocess.run(args, check=check, capture_output=True, text=True, **kw)
+
+
+def voluntary_switches(pid):
+    """How often any thread of `pid` went to sleep and was woken: for a loader that sleeps
+    until the ring buffer has data, its wakeups."""
+    total = 0
+    for status in glob.glob(f"/proc/{pid}/task/*/status"):
+        try:
+            total += next(int(l.split()[1]) for l in open(status) if l.startswith("voluntary_ctxt_switches"))
+        except (OSError, StopIteration):
+            pass  # a thread that ended meanwhile
+    return total
 
 
 class NetPair:

@@ -9,7 +9,7 @@ import sys
 
 import duckdb
 
-from netlab import Recorder, Server, transfer
+from netlab import Recorder, Server, transfer, voluntary_switches
 
 MB = 1 << 20
 
@@ -75,9 +75,11 @@ def test_random_loss_shows_up_as_retransmits(net, tmp_path):
     # Per-packet events and the kernel's own counter tell the same story (no rate limiting at this rate).
     assert count <= total_retrans
     assert rec.query("SELECT retransmits_over_rate, ring_drops FROM capture")[0] == (0, 0)
-    # lost segments, not late ones: the receiver saw (almost) no duplicates
+    # Lost segments, not late ones: the receiver already had few of those resent. Not none: a
+    # retransmission timeout resends everything outstanding, some of which had arrived (one
+    # such run here: 90 of 539); reordering has most of them (the reordering test below).
     (dsack_dups,) = rec.query(f"SELECT dsack_dups FROM flows WHERE flow_id = {flow_id}")[0]
-    assert dsack_dups is not None and dsack_dups * 10 <= total_retrans, (dsack_dups, total_retrans)
+    assert dsack_dups is not None and dsack_dups * 3 <= total_retrans, (dsack_dups, total_retrans)
 
 
 def ss_counters(net, port):
@@ -97,6 +99,27 @@ for phase in ("reordered", "acks-lost"):
     c.sendall(b"x" * int(sys.argv[3])); print(phase, flush=True); sys.stdin.readline()
 c.close()
 """
+
+
+def test_the_loader_is_woken_per_batch_not_per_event(net, tmp_path):
+    """A wakeup per event (the kernel's default for a reader that keeps up) cost more than the
+    per-ACK work itself; the programs wake the loader only once a batch waits, and it drains
+    the rest on a timer. With an RTT sample per millisecond the loader was woken about as often
+    as events arrived; now about 20 times a second, whatever the rate. Every RTT update is an
+    event here, to make enough of them."""
+    net.rate_limit_client("400mbit")
+    rec = Recorder(tmp_path, "--netns", net.a, "--no-gpu", rtt_interval="0s")
+    switches, started = voluntary_switches(rec.proc.pid), time.time()
+    transfer(net, 5209, 100 * MB)
+    elapsed = time.time() - started
+    wakeups_per_s = (voluntary_switches(rec.proc.pid) - switches) / elapsed
+    assert rec.stop() == 0, rec.stderr
+    (samples, drops) = rec.query("SELECT rtt_samples, ring_drops FROM capture")[0]
+    events_per_s = samples / elapsed
+    assert drops == 0
+    assert events_per_s > 200, f"the workload made too few events to tell: {events_per_s:.0f}/s"
+    # before: one wakeup per event (356 for 355 events/s here); now ~20/s, from the timers
+    assert wakeups_per_s * 5 < events_per_s, (wakeups_per_s, events_per_s)
 
 
 def test_reordering_and_spurious_retransmits_are_counted_as_the_kernel_counts_them(net, tmp_path):

@@ -119,6 +119,10 @@ pub struct Config {
     pub tcp_sock_dsack_dups: u16,
     pub tcp_sock_reord_seen: u16,
     pub _pad: [u8; 2],
+    /// Wake the loader only once this many bytes wait in the ring buffer; it drains the rest
+    /// on a timer (`RING_DRAIN_INTERVAL`). 0 = the kernel's default, a wakeup whenever the
+    /// loader has caught up, which is nearly every event.
+    pub ring_wakeup_bytes: u64,
 }
 
 impl Config {
@@ -139,6 +143,7 @@ impl Config {
         tcp_sock_dsack_dups: TracepointOffsets::ABSENT,
         tcp_sock_reord_seen: TracepointOffsets::ABSENT,
         _pad: [0; 2],
+        ring_wakeup_bytes: 0,
     };
 }
 
@@ -494,7 +499,7 @@ macro_rules! assert_size {
 
 assert_size! {
     TracepointOffsets => 22,
-    Config => 136,
+    Config => 144,
     FlowTuple => 40,
     FlowStats => 200,
     EventHeader => 16,

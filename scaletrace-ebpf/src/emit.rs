@@ -1,6 +1,7 @@
 //! What every probe family shares: the loader's configuration, the ring buffer and the event
 //! counters, and the helpers that stamp, send and count an event.
 use aya_ebpf::{
+    bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_ktime_get_ns, bpf_probe_read_user},
     macros::map,
     maps::{PerCpuArray, RingBuf},
@@ -30,6 +31,25 @@ pub(crate) fn count(slot: u32) {
     }
 }
 
+/// The flags of every ring buffer submit: wake the loader only once a batch waits.
+///
+/// By default the kernel wakes the reader whenever it has caught up, which for a loader that
+/// keeps up is nearly every event, and a wakeup (an irq_work, an IPI in a VM) cost more than
+/// everything else in the per-ACK program: with RTT samples every 10 ms on 8 busy flows it
+/// tripled the sock_ops time per MB transferred (measured; docs/performance.md). The loader
+/// drains what waits below the threshold on a timer, so nothing waits long and nothing is lost.
+#[inline(always)]
+pub(crate) fn submit_flags() -> u64 {
+    let threshold = config!(ring_wakeup_bytes);
+    if threshold == 0 {
+        0
+    } else if EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= threshold {
+        BPF_RB_FORCE_WAKEUP as u64
+    } else {
+        BPF_RB_NO_WAKEUP as u64
+    }
+}
+
 #[inline(always)]
 pub(crate) fn header(kind: u32) -> EventHeader {
     EventHeader {
@@ -52,7 +72,7 @@ pub(crate) fn emit<T: 'static>(kind: u32, event: T) -> bool {
     match EVENTS.reserve::<T>(0) {
         Some(mut entry) => {
             entry.write(event);
-            entry.submit(0);
+            entry.submit(submit_flags());
             count(STAT_EMITTED + kind);
             true
         }

@@ -21,7 +21,7 @@ use scaletrace_common::*;
 
 use super::tcp_adopt::ITER_MARKED;
 use crate::{
-    emit::{count, now_ns, EVENTS},
+    emit::{count, now_ns, submit_flags, EVENTS},
     filter::{cidr_matches, port_matches},
 };
 
@@ -417,7 +417,7 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
     e.rate_interval_us = ops.rate_interval_us;
     e.dsack_dups = flow.dsack_dups;
     e.reord_seen = flow.reord_seen;
-    entry.submit(0);
+    entry.submit(submit_flags());
     count(STAT_EMITTED + EVENT_RTT_SAMPLE);
     Ok(())
 }
@@ -484,7 +484,7 @@ fn end_untracked_flow(ctx: &SockOpsContext, cookie: u64) -> Result<(), i64> {
     refresh_counters(sock_ops(ctx), &mut e.stats);
     refresh_reordering(ctx.ops, &mut e.stats);
     e.stats.end_ns = now;
-    entry.submit(0);
+    entry.submit(submit_flags());
     count(STAT_EMITTED + EVENT_FLOW_END);
     Ok(())
 }
@@ -508,7 +508,7 @@ fn emit_flow_end(flow: &FlowStats, now: u64) -> bool {
         };
         core::ptr::copy_nonoverlapping(flow as *const FlowStats, &mut (*event).stats, 1);
     }
-    entry.submit(0);
+    entry.submit(submit_flags());
     count(STAT_EMITTED + EVENT_FLOW_END);
     true
 }

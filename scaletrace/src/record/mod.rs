@@ -17,6 +17,7 @@ use tokio::{
 };
 
 pub use args::RecordArgs;
+use args::RING_DRAIN_INTERVAL;
 use housekeeping::Rotation;
 pub use housekeeping::{Housekeeping, Session, StartHousekeeping};
 pub use kernel_tables::{KernelCounters, KernelMaps, KernelTables};
@@ -336,6 +337,10 @@ async fn event_loop(
     let started = Instant::now();
     let mut status = StatusLine::new(args.quiet);
     let mut warned_table_full = false;
+    // The programs wake this loop only once a batch waits (`Config::ring_wakeup_bytes`): the
+    // rest is collected here.
+    let mut ring_drain = tokio::time::interval(RING_DRAIN_INTERVAL);
+    ring_drain.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
     let stop = loop {
         tokio::select! {
@@ -344,6 +349,10 @@ async fn event_loop(
                 let drained = sinks.drain(ring_records(guard.get_inner_mut()));
                 rotation.survive_disk_full(sinks, drained)?;
                 guard.clear_ready();
+            }
+            _ = ring_drain.tick() => {
+                let drained = sinks.drain(ring_records(ring.get_mut()));
+                rotation.survive_disk_full(sinks, drained)?;
             }
             guard = ebpf_log_ready(&mut ebpf_log) => {
                 let mut guard = guard.context("waiting on the eBPF log")?;
