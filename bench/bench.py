@@ -245,6 +245,22 @@ def uprobe_steps(work, rates, seconds):
     return out
 
 
+def loader_decode():
+    """The loader's own work per CPU second (ring record to closed Parquet file), without a
+    kernel: the ignored benchmark test in record/sinks.rs, which prints one line per event kind."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    out = sh("cargo", "test", "--release", "-q", "-p", "scaletrace", "--", "--ignored", "--nocapture",
+             "loader_events_per_cpu_second", cwd=root).stdout
+    rates = {}
+    for line in out.splitlines():
+        if line.startswith("loader: "):
+            words = line.split()
+            kind = " ".join(words[2:words.index("per")])
+            rates[kind] = {"events_per_cpu_s": float(words[1]),
+                           "bytes_per_row": float(line.split("(")[1].split()[0])}
+    return rates
+
+
 def bcc_available():
     proc = subprocess.run(["timeout", "20", "tcplife-bpfcc"], capture_output=True, text=True)
     text = (proc.stdout + proc.stderr).strip().splitlines()
@@ -328,6 +344,7 @@ def run(args):
             print(f"step {parallel}: {steps[-1]}", file=sys.stderr)
         results["rate_steps"] = steps
         results["uprobe_steps"] = uprobe_steps(work, args.uprobe_rates, args.seconds)
+        results["loader_decode"] = loader_decode()
     finally:
         net.close()
     return results
@@ -398,6 +415,14 @@ def markdown(r):
             target = "max" if s["target_calls_per_s"] == 0 else f"{s['target_calls_per_s']:,}"
             lines.append(f"| {s['ring_kib']} | {target} | {s['calls_per_s']:.0f} | {s['events_per_s']:.0f} | {s['ring_drops']} | "
                          f"{s['events_lost_share'] * 100:.2f} % | {s['added_ns_per_call']:.0f} | {s['bpf_ns_per_run']:.0f} | {s['loader_cpu_seconds']:.2f} |")
+    decode = r.get("loader_decode")
+    if decode:
+        lines += ["", "## Loader alone: ring record to closed Parquet file, per CPU second", "",
+                  "Synthetic records with varying fields fed to the loader's decode and sinks in one thread "
+                  "(no kernel; `cargo test --release -p scaletrace -- --ignored --nocapture loader_events_per_cpu_second`).", "",
+                  "| event kind | events per CPU second | bytes per row on disk |", "|---|---|---|"]
+        for kind, d in decode.items():
+            lines.append(f"| {kind} | {d['events_per_cpu_s']:,.0f} | {d['bytes_per_row']:.1f} |")
     lines += ["", "## Targets", ""]
     tp_ratio, tp_lo, tp_hi, tp_cov = against_baseline(tp, "scaletrace", "runs_bps") or (float("nan"), None, None, None)
     cpu_ratio, cpu_lo, cpu_hi, cpu_cov = (against_baseline(tp, "scaletrace", "runs_kernel_cpu_s_per_gb")
@@ -434,6 +459,10 @@ def markdown(r):
         + f" | {verdict} |",
         f"| loader RSS < 100 MB | {rss:.1f} MiB peak | {'yes' if rss < 100 else 'no'} |",
     ]
+    if decode:
+        slowest = min(d["events_per_cpu_s"] for d in decode.values())
+        lines.append(f"| loader ≥ 2 M events/s per core (decode + Parquet, issue 15) | slowest kind {slowest:,.0f} "
+                     f"per CPU second, without the kernel side | {'yes' if slowest >= 2e6 else 'no'} |")
     return "\n".join(lines) + "\n"
 
 

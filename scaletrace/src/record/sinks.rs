@@ -945,6 +945,131 @@ mod tests {
         values
     }
 
+    /// CPU time of the calling thread.
+    fn thread_cpu() -> std::time::Duration {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid timespec to fill; CLOCK_THREAD_CPUTIME_ID needs nothing else.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+        std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+    }
+
+    /// Decodes `count` records cycled from `raw` and writes them to Parquet, as the loader does
+    /// from the ring buffer to closed files; returns (events per CPU second of this thread,
+    /// bytes per row on disk in `table`).
+    fn drain_rate(raw: &[Vec<u8>], count: usize, table: &str) -> (f64, f64) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sinks = per_run_sinks(dir.path());
+        let mut kernel = FakeKernel::default();
+        let cpu = thread_cpu();
+        sinks
+            .drain((0..count).map(|i| decode(&raw[i % raw.len()])))
+            .unwrap();
+        sinks
+            .finish(Vec::new(), &mut kernel, &Hooks::default())
+            .unwrap();
+        let cpu = thread_cpu() - cpu;
+        let bytes: u64 = std::fs::read_dir(dir.path().join(table))
+            .unwrap()
+            .map(|f| f.unwrap().metadata().unwrap().len())
+            .sum();
+        assert_eq!(column(dir.path(), table, "flow_id").len(), count);
+        (
+            count as f64 / cpu.as_secs_f64(),
+            bytes as f64 / count as f64,
+        )
+    }
+
+    /// Pseudo-random values (an LCG): events whose fields vary as a busy host's do, since a
+    /// fixed pattern would compress to nothing and flatter the writer.
+    struct Noise(u64);
+
+    impl Noise {
+        fn below(&mut self, range: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % range
+        }
+    }
+
+    /// A benchmark, not a test: what one core of the loader turns into Parquet per second, from
+    /// decoding ring buffer records to closed files, for RTT samples (the commonest event) on
+    /// 64 flows and for retransmits (whose rows carry addresses as text). The kernel is left
+    /// out: only the loader's own work is timed. Run it with
+    /// `cargo test --release -p scaletrace -- --ignored --nocapture loader_events_per_cpu_second`.
+    #[test]
+    #[ignore = "benchmark: prints events per CPU second"]
+    fn loader_events_per_cpu_second() {
+        const EVENTS: usize = 2_000_000;
+        let mut noise = Noise(0x5eed);
+        let mut acked = [0u64; 64];
+        let mut ts = 1_000_000u64;
+        let rtt: Vec<Vec<u8>> = (0..16_384usize)
+            .map(|i| {
+                let flow = i % 64;
+                acked[flow] += 1448 * (1 + noise.below(40));
+                ts += noise.below(20_000);
+                let mut e = RttSampleEvent {
+                    cookie: 0x1000 + flow as u64,
+                    srtt_us: 50 + noise.below(5_000) as u32,
+                    min_rtt_us: 40 + flow as u32,
+                    snd_cwnd: 10 + noise.below(200) as u32,
+                    snd_ssthresh: 64,
+                    packets_out: noise.below(100) as u32,
+                    sacked_out: noise.below(3) as u32,
+                    total_retrans: (acked[flow] >> 24) as u32,
+                    bytes_acked: acked[flow],
+                    mss: 1448,
+                    rate_delivered: 1 + noise.below(60) as u32,
+                    rate_interval_us: 50 + noise.below(500) as u32,
+                    dsack_dups: NOT_MEASURED,
+                    reord_seen: NOT_MEASURED,
+                    ..Default::default()
+                };
+                e.header.kind = EVENT_RTT_SAMPLE;
+                e.header.ts_ns = ts;
+                bytes_of(&e)
+            })
+            .collect();
+        let retransmits: Vec<Vec<u8>> = (0..16_384usize)
+            .map(|i| {
+                let flow = i % 64;
+                ts += noise.below(20_000);
+                let mut e = RetransmitEvent {
+                    cookie: 0x1000 + flow as u64,
+                    state: 1,
+                    ..Default::default()
+                };
+                e.tuple.family = AF_INET;
+                e.tuple.local_addr[..4].copy_from_slice(&[10, 0, 0, 1]);
+                e.tuple.remote_addr[..4].copy_from_slice(&[
+                    10,
+                    0,
+                    (flow / 8) as u8,
+                    2 + (flow % 8) as u8,
+                ]);
+                e.tuple.local_port = 40_000 + flow as u16;
+                e.tuple.remote_port = 29_500;
+                e.header.kind = EVENT_RETRANSMIT;
+                e.header.ts_ns = ts;
+                bytes_of(&e)
+            })
+            .collect();
+        for (name, raw, table) in [
+            ("RTT samples", &rtt, "rtt"),
+            ("retransmits", &retransmits, "retransmits"),
+        ] {
+            let (rate, bytes_per_row) = drain_rate(raw, EVENTS, table);
+            println!(
+                "loader: {rate:.0} {name} per CPU second, decoded and written to Parquet ({bytes_per_row:.1} bytes per row)"
+            );
+        }
+    }
+
     #[test]
     fn every_record_and_every_flow_left_in_the_kernel_is_written_and_counted() {
         let dir = tempfile::tempdir().unwrap();
