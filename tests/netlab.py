@@ -183,6 +183,35 @@ def transfer(net, port, nbytes, hold=0.0, timeout=180):
     return local_port, server.received(timeout)[0]
 
 
+class SyscallStorm:
+    """bench/syscall_storm.c: getppid() from a tight loop at `rate` calls/s (0: as fast as it
+    can) for `seconds`, the synthetic kernel event source (a recorder given its pid with
+    --bench-source-pid turns each call into an RTT sample). Started here, it prints its pid and
+    waits: `run()` lets it go and returns (calls made, ns per call, seconds it ran)."""
+
+    @staticmethod
+    def build(directory):
+        exe = os.path.join(str(directory), "syscall_storm")
+        sh("gcc", "-O2", "-o", exe, os.path.join(HERE, "..", "bench", "syscall_storm.c"))
+        return exe
+
+    def __init__(self, exe, rate, seconds):
+        self.seconds = seconds
+        self.proc = subprocess.Popen([exe, str(rate), str(seconds)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        self.pid = int(self.proc.stdout.readline())
+
+    def run(self):
+        try:
+            self.proc.stdin.write("go\n")
+            self.proc.stdin.flush()
+            calls, ns_per_call, elapsed = self.proc.communicate(timeout=self.seconds + 60)[0].split()
+            return int(calls), float(ns_per_call), float(elapsed)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+
 class Recorder:
     """Runs `scaletrace record` and waits until its hooks are attached."""
 

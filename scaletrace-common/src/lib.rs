@@ -123,6 +123,10 @@ pub struct Config {
     /// on a timer (`RING_DRAIN_INTERVAL`). 0 = the kernel's default, a wakeup whenever the
     /// loader has caught up, which is nearly every event.
     pub ring_wakeup_bytes: u64,
+    /// The process whose getppid() calls the benchmark's synthetic source turns into events
+    /// (`--bench-source-pid`); 0 = none (the source is then not attached either).
+    pub bench_source_tgid: u32,
+    pub _pad2: u32,
 }
 
 impl Config {
@@ -144,6 +148,8 @@ impl Config {
         tcp_sock_reord_seen: TracepointOffsets::ABSENT,
         _pad: [0; 2],
         ring_wakeup_bytes: 0,
+        bench_source_tgid: 0,
+        _pad2: 0,
     };
 }
 
@@ -499,7 +505,7 @@ macro_rules! assert_size {
 
 assert_size! {
     TracepointOffsets => 22,
-    Config => 144,
+    Config => 152,
     FlowTuple => 40,
     FlowStats => 200,
     EventHeader => 16,

@@ -51,6 +51,10 @@ const TRACEPOINTS: [TracepointHook; 3] = [
     },
 ];
 
+/// The benchmark's synthetic event source (`--bench-source-pid`), as (program, tracepoint
+/// category, name): one RTT sample per getppid() of that process. Never attached otherwise.
+const BENCH_SOURCE: (&str, &str, &str) = ("bench_source", "syscalls", "sys_enter_getppid");
+
 /// What got attached, and what did not with the reason.
 #[derive(Debug, Default)]
 pub struct Hooks {
@@ -230,10 +234,19 @@ pub fn load_and_attach(
         .filter(|tp| usable_tracepoints.contains(&tp.program))
     {
         let hook = format!("{}:{}", tp.category, tp.name);
-        match attach_tracepoint(&mut ebpf, tp) {
+        match attach_tracepoint(&mut ebpf, tp.program, tp.category, tp.name) {
             Ok(()) => hooks.attached.push(hook),
             Err(e) => hooks.missing.push((hook, short_error(&e))),
         }
+    }
+    if config.bench_source_tgid != 0 {
+        // the benchmark asked for it: failing to attach it is an error, not a missing hook
+        let (program, category, name) = BENCH_SOURCE;
+        attach_tracepoint(&mut ebpf, program, category, name)?;
+        hooks.attached.push(format!(
+            "bench:{category}:{name} (pid {})",
+            config.bench_source_tgid
+        ));
     }
     Ok(Capture { ebpf, hooks })
 }
@@ -459,13 +472,13 @@ pub fn attach_verbs_providers(
     }
 }
 
-fn attach_tracepoint(ebpf: &mut Ebpf, tp: &TracepointHook) -> Result<()> {
+fn attach_tracepoint(ebpf: &mut Ebpf, program: &str, category: &str, name: &str) -> Result<()> {
     let prog: &mut TracePoint = ebpf
-        .program_mut(tp.program)
-        .with_context(|| format!("program {} missing from the object", tp.program))?
+        .program_mut(program)
+        .with_context(|| format!("program {program} missing from the object"))?
         .try_into()?;
     prog.load()
-        .with_context(|| format!("the verifier rejected {}", tp.program))?;
-    prog.attach(tp.category, tp.name)?;
+        .with_context(|| format!("the verifier rejected {program}"))?;
+    prog.attach(category, name)?;
     Ok(())
 }

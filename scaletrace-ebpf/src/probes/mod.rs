@@ -1,5 +1,6 @@
 //! The programs, one probe family per file. A new family is a file here, its line below, and
 //! its attach code in the loader.
+mod bench_source;
 mod calls;
 mod nccl;
 mod tcp_adopt;

@@ -107,6 +107,11 @@ pub struct RecordArgs {
     #[arg(long)]
     pub no_gpu: bool,
 
+    /// Benchmarks only: turn every getppid() of this process into an RTT sample (a synthetic
+    /// source fast enough to load the ring buffer and the loader; bench/bench.py uses it).
+    #[arg(long, hide = true, value_name = "PID")]
+    pub bench_source_pid: Option<u32>,
+
     /// No live status line.
     #[arg(short, long)]
     pub quiet: bool,
@@ -262,6 +267,7 @@ impl RecordArgs {
         cfg.retransmit_events_per_sec = self.max_retransmit_rate;
         cfg.retransmit_burst = self.max_retransmit_rate.clamp(1, 10_000);
         cfg.ring_wakeup_bytes = ring_wakeup_bytes(self.ring_buffer_kib);
+        cfg.bench_source_tgid = self.bench_source_pid.unwrap_or(0);
         Ok(cfg)
     }
 
