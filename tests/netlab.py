@@ -170,15 +170,20 @@ class Server:
         return [int(x) for x in out.split()]
 
 
-def transfer(net, port, nbytes, hold=0.0, timeout=180):
+def transfer(net, port, nbytes, hold=0.0, timeout=180, cgroup=None):
     """Sends nbytes from a to b; returns (client local port, bytes the server received).
 
     Client and server are pinned to one CPU: veth hands each packet to the backlog of the CPU
     that sent it, and TCP sends both from the process and from ACK processing on whichever CPU
     the ACK landed, so on several CPUs a flow reorders its own segments, and the reordering
-    triggers (spurious, DSACK-undone) fast retransmits that no loss caused."""
+    triggers (spurious, DSACK-undone) fast retransmits that no loss caused. With `cgroup`, the
+    client runs in that cgroup v2 directory."""
     server = Server(net, port)
-    client = net.run(net.a, "taskset", "-c", "0", sys.executable, "-c", CLIENT, net.b_ip, str(port), str(nbytes), str(hold), timeout=timeout)
+    # In `cgroup` (a cgroup v2 directory), when given: the client moves itself there before it
+    # enters the namespace (`ip netns exec` mounts a sysfs of its own, without the cgroup tree).
+    enter = ("sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', cgroup) if cgroup else ()
+    client = sh(*enter, "ip", "netns", "exec", net.a, "taskset", "-c", "0", sys.executable, "-c", CLIENT, net.b_ip,
+                str(port), str(nbytes), str(hold), timeout=timeout)
     local_port = int(client.stdout.split()[0])
     return local_port, server.received(timeout)[0]
 

@@ -1,10 +1,12 @@
 """End to end: real eBPF programs, real TCP between namespaces, real Parquet read by DuckDB."""
+import os
 import re
 import signal
 import socket
 import statistics
 import subprocess
 import time
+import uuid
 import sys
 
 import duckdb
@@ -138,6 +140,42 @@ def test_no_event_is_lost_at_100k_events_per_second(tmp_path):
     assert rec.query("SELECT rtt_samples, ring_drops FROM capture")[0] == (calls, 0)
     assert rec.query("SELECT count(*) FROM rtt")[0][0] == calls
     assert "bench:syscalls:sys_enter_getppid" in rec.query("SELECT hooks_attached FROM capture")[0][0]
+
+
+def cgroup2_mount():
+    return next(line.split()[1] for line in open("/proc/self/mounts") if line.split()[2] == "cgroup2")
+
+
+def test_flows_carry_the_job_of_their_cgroup(net, tmp_path):
+    """Each flow carries the cgroup v2 its process ran in, and the Kubernetes pod and container
+    or the Slurm job that the cgroup's path names. The clients run in cgroups shaped as the
+    kubelet (cgroupfs driver) and slurmstepd (v1 layout) name them, below a top cgroup this test
+    creates and removes; a third runs where the test runs."""
+    uid, cid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "ab12" * 16
+    root = cgroup2_mount()
+    top = os.path.join(root, f"scaletrace-test-{uuid.uuid4().hex[:8]}")
+    pod = f"{top}/kubepods/besteffort/pod{uid}/{cid}"
+    job = f"{top}/slurm/uid_0/job_4121/step_0/task_0"
+    own = next(line.split("::", 1)[1].strip() for line in open("/proc/self/cgroup") if line.startswith("0::"))
+    os.makedirs(pod)
+    os.makedirs(job)
+    try:
+        rec = Recorder(tmp_path, "--netns", net.a)
+        transfer(net, 5211, MB, cgroup=pod)
+        transfer(net, 5212, MB, cgroup=job)
+        transfer(net, 5213, MB)
+        assert rec.stop() == 0, rec.stderr
+    finally:
+        for here, _, _ in os.walk(top, topdown=False):
+            os.rmdir(here)  # empty: their processes have exited
+    assert "sock:cgroup_id" in rec.query("SELECT hooks_attached FROM capture")[0][0], rec.stderr
+    rows = rec.query("SELECT remote_port, cgroup, pod_uid, container_id, slurm_job FROM flows "
+                     "WHERE direction = 'active' ORDER BY remote_port")
+    assert rows == [
+        (5211, pod[len(root):], uid, cid, None),
+        (5212, job[len(root):], None, None, "4121"),
+        (5213, own, None, None, None),
+    ], rows
 
 
 def test_reordering_and_spurious_retransmits_are_counted_as_the_kernel_counts_them(net, tmp_path):

@@ -126,7 +126,14 @@ pub struct Config {
     /// The process whose getppid() calls the benchmark's synthetic source turns into events
     /// (`--bench-source-pid`); 0 = none (the source is then not attached either).
     pub bench_source_tgid: u32,
-    pub _pad2: u32,
+    /// Offsets (from the kernel's BTF) on the way from a socket to its cgroup v2 id: the
+    /// `struct cgroup *` in `struct sock` (`sk_cgrp_data.cgroup`), `kn` in `struct cgroup`, `id`
+    /// in `struct kernfs_node`; `TracepointOffsets::ABSENT` when one is missing (the flow's
+    /// cgroup is then unknown, 0).
+    pub sock_cgroup: u16,
+    pub cgroup_kn: u16,
+    pub kernfs_node_id: u16,
+    pub _pad2: [u8; 6],
 }
 
 impl Config {
@@ -149,7 +156,10 @@ impl Config {
         _pad: [0; 2],
         ring_wakeup_bytes: 0,
         bench_source_tgid: 0,
-        _pad2: 0,
+        sock_cgroup: TracepointOffsets::ABSENT,
+        cgroup_kn: TracepointOffsets::ABSENT,
+        kernfs_node_id: TracepointOffsets::ABSENT,
+        _pad2: [0; 6],
     };
 }
 
@@ -225,6 +235,9 @@ pub struct FlowStats {
     pub dsack_dups: u32,
     /// Reordering events the sender detected (tcp_sock.reord_seen).
     pub reord_seen: u32,
+    /// The cgroup v2 id of the socket's cgroup (where the process that created it ran: a pod's
+    /// container, a Slurm job step), read once at the flow's start; 0 when unknown.
+    pub cgroup_id: u64,
 }
 
 #[repr(C)]
@@ -505,14 +518,14 @@ macro_rules! assert_size {
 
 assert_size! {
     TracepointOffsets => 22,
-    Config => 152,
+    Config => 160,
     FlowTuple => 40,
-    FlowStats => 200,
+    FlowStats => 208,
     EventHeader => 16,
     RttSampleEvent => 96,
     RetransmitEvent => 72,
     StateChangeEvent => 96,
-    FlowEndEvent => 216,
+    FlowEndEvent => 224,
     NcclCallEvent => 96,
     CallKey => 16,
     VerbsCallEvent => 120,

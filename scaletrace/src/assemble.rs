@@ -20,6 +20,7 @@ pub struct Assembler {
     /// Socket cookie -> (pid, comm) of the process that closed it.
     owners: HashMap<u64, (u32, String)>,
     netns: crate::netns_names::NetnsNames,
+    cgroups: crate::job_labels::CgroupPaths,
 }
 
 fn family_name(family: u16) -> &'static str {
@@ -52,6 +53,7 @@ impl Assembler {
             clock,
             owners: HashMap::new(),
             netns: crate::netns_names::NetnsNames::new(std::path::Path::new("/run/netns")),
+            cgroups: crate::job_labels::CgroupPaths::new(),
         }
     }
 
@@ -74,11 +76,16 @@ impl Assembler {
             self.owners.get(&s.cookie).cloned()
         };
         let has_rtt = s.rtt_count > 0;
+        let job = self.cgroups.labels(s.cgroup_id);
         FlowRow {
             host: self.host.clone(),
             flow_id: s.cookie,
             netns_cookie: s.netns_cookie,
             netns: self.netns.name(s.netns_cookie),
+            cgroup: job.cgroup,
+            pod_uid: job.pod_uid,
+            container_id: job.container_id,
+            slurm_job: job.slurm_job,
             family: tuple_family(&s.tuple),
             local_addr: addr_string(s.tuple.family, &s.tuple.local_addr),
             local_port: s.tuple.local_port,

@@ -14,6 +14,7 @@ mod final_counters;
 mod gpu;
 mod import;
 mod interfaces;
+mod job_labels;
 mod kernel_btf;
 mod kineto;
 mod layout;

@@ -2,7 +2,7 @@
 //! one hook loses only what that hook provides.
 use std::path::Path;
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use aya::{
     programs::{
         uprobe::{UProbeAttachLocation, UProbeScope},
@@ -119,32 +119,64 @@ const TCP_SOCK_MEMBERS: [(OffsetSlot, &str); 2] = [
     (|c| &mut c.tcp_sock_reord_seen, "reord_seen"),
 ];
 
-/// Fills in the offsets of the `tcp_sock` counters from the kernel's BTF. One it cannot place
-/// is listed missing with the reason and its columns stay null (`flows.dsack_dups`...).
-fn tcp_sock_offsets(config: &mut Config, hooks: &mut Hooks) {
-    let btf = btf_rs::Btf::from_file(crate::kernel_btf::VMLINUX_BTF);
+/// The offsets on the way from a socket to its cgroup v2 id (`Config` slot, the (struct,
+/// member) pairs whose offsets add up to it): `sk->sk_cgrp_data.cgroup->kn->id`.
+const CGROUP_ID_PATH: [(OffsetSlot, &[(&str, &str)]); 3] = [
+    (
+        |c| &mut c.sock_cgroup,
+        &[("sock", "sk_cgrp_data"), ("sock_cgroup_data", "cgroup")],
+    ),
+    (|c| &mut c.cgroup_kn, &[("cgroup", "kn")]),
+    (|c| &mut c.kernfs_node_id, &[("kernfs_node", "id")]),
+];
+
+/// The hook name of the flows' cgroup (`flows.cgroup` and the job labels).
+const CGROUP_ID_HOOK: &str = "sock:cgroup_id";
+
+/// Fills in, from the kernel's BTF, the offsets of the kernel struct members sock_ops reads
+/// through its socket: the `tcp_sock` counters and the socket's cgroup id. One it cannot place
+/// is listed missing with the reason, and its columns stay null.
+fn kernel_struct_offsets(config: &mut Config, hooks: &mut Hooks) {
+    let btf = btf_rs::Btf::from_file(crate::kernel_btf::VMLINUX_BTF)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", crate::kernel_btf::VMLINUX_BTF));
+    let offset = |name: &str, member: &str| -> Result<u16> {
+        let btf = btf.as_ref().map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        match crate::kernel_btf::member_offset(btf, name, member)? {
+            Some(offset) if offset < u32::from(TracepointOffsets::ABSENT) => Ok(offset as u16),
+            Some(offset) => bail!("{name}.{member} at offset {offset}: out of range"),
+            None => bail!("kernel too old: {name} has no member {member}"),
+        }
+    };
     for (slot, member) in TCP_SOCK_MEMBERS {
         let hook = format!("tcp_sock:{member}");
-        let offset = match &btf {
-            Ok(btf) => crate::kernel_btf::member_offset(btf, "tcp_sock", member),
-            Err(e) => Err(anyhow::anyhow!(
-                "cannot read {}: {e}",
-                crate::kernel_btf::VMLINUX_BTF
-            )),
-        };
-        match offset {
-            Ok(Some(offset)) if offset < u32::from(TracepointOffsets::ABSENT) => {
-                *slot(config) = offset as u16;
+        match offset("tcp_sock", member) {
+            Ok(at) => {
+                *slot(config) = at;
                 hooks.attached.push(hook);
             }
-            Ok(Some(offset)) => hooks
-                .missing
-                .push((hook, format!("offset {offset} out of range"))),
-            Ok(None) => hooks
-                .missing
-                .push((hook, "kernel too old: tcp_sock has no such member".into())),
             Err(e) => hooks.missing.push((hook, format!("{e:#}"))),
         }
+    }
+    let cgroup_path: Result<Vec<u16>> = CGROUP_ID_PATH
+        .iter()
+        .map(|(_, path)| {
+            path.iter().try_fold(0u16, |sum, (name, member)| {
+                sum.checked_add(offset(name, member)?)
+                    .filter(|&at| at < TracepointOffsets::ABSENT)
+                    .context("offset out of range")
+            })
+        })
+        .collect();
+    match cgroup_path {
+        Ok(offsets) => {
+            for ((slot, _), at) in CGROUP_ID_PATH.iter().zip(offsets) {
+                *slot(config) = at;
+            }
+            hooks.attached.push(CGROUP_ID_HOOK.into());
+        }
+        Err(e) => hooks
+            .missing
+            .push((CGROUP_ID_HOOK.into(), format!("{e:#}"))),
     }
 }
 
@@ -172,16 +204,27 @@ fn reads_tcp_sock(config: &Config) -> bool {
     let mut config = *config;
     TCP_SOCK_MEMBERS
         .iter()
-        .any(|(slot, _)| *slot(&mut config) != TracepointOffsets::ABSENT)
+        .map(|(slot, _)| *slot)
+        .chain(CGROUP_ID_PATH.iter().map(|(slot, _)| *slot))
+        .any(|slot| *slot(&mut config) != TracepointOffsets::ABSENT)
 }
 
-/// Turns the `tcp_sock` reads off (their columns become null), saying why.
+/// Turns the kernel struct reads off (their columns become null), saying why.
 fn forget_tcp_sock_offsets(config: &mut Config, hooks: &mut Hooks, why: &str) {
-    for (slot, member) in TCP_SOCK_MEMBERS {
+    let hooks_off = TCP_SOCK_MEMBERS
+        .iter()
+        .map(|(slot, member)| (*slot, format!("tcp_sock:{member}")))
+        .chain(
+            CGROUP_ID_PATH
+                .iter()
+                .map(|(slot, _)| (*slot, CGROUP_ID_HOOK.to_string())),
+        );
+    for (slot, hook) in hooks_off {
         *slot(config) = TracepointOffsets::ABSENT;
-        let hook = format!("tcp_sock:{member}");
         hooks.attached.retain(|h| *h != hook);
-        hooks.missing.push((hook, why.to_owned()));
+        if !hooks.missing.iter().any(|(h, _)| *h == hook) {
+            hooks.missing.push((hook, why.to_owned()));
+        }
     }
 }
 
@@ -197,7 +240,7 @@ pub fn load_and_attach(
 ) -> Result<Capture> {
     let mut hooks = Hooks::default();
     let usable_tracepoints = tracepoint_offsets(&mut config, tracefs_root, &mut hooks);
-    tcp_sock_offsets(&mut config, &mut hooks);
+    kernel_struct_offsets(&mut config, &mut hooks);
 
     // Program-side aya-log statements below this level cost nothing: follow the loader's level.
     let ebpf_log_level: u8 = match log::max_level() {

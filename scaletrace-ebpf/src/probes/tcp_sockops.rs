@@ -271,6 +271,7 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
         return Ok(());
     };
     init_flow(stats, tuple, cookie, netns_cookie);
+    stats.cgroup_id = socket_cgroup_id(ctx.ops);
     stats.start_ns = now_ns();
     stats.direction = direction;
     stats.adopted = (look == Look::Adopt) as u8;
@@ -343,6 +344,52 @@ fn refresh_reordering(ops: *const aya_ebpf::bindings::bpf_sock_ops, flow: &mut F
     }
     flow.dsack_dups = tcp_sock_u32(tcp_sock, dsack_at, flow.dsack_dups);
     flow.reord_seen = tcp_sock_u32(tcp_sock, reord_at, flow.reord_seen);
+}
+
+/// The cgroup v2 id of the socket's cgroup: the one its creator ran in (a pod's container, a
+/// Slurm job step), which labels the flow with its job. Read once per flow through the kernel's
+/// `sock -> cgroup -> kernfs_node` at offsets from its BTF; 0 when unknown.
+#[inline(always)]
+fn socket_cgroup_id(ops: *const aya_ebpf::bindings::bpf_sock_ops) -> u64 {
+    let (cgroup_at, kn_at, id_at) = (
+        config!(sock_cgroup),
+        config!(cgroup_kn),
+        config!(kernfs_node_id),
+    );
+    // decided before any helper call, as in `refresh_reordering`
+    if cgroup_at == TracepointOffsets::ABSENT
+        || kn_at == TracepointOffsets::ABSENT
+        || id_at == TracepointOffsets::ABSENT
+    {
+        return 0;
+    }
+    // SAFETY: a ctx field load, unconditional and straight from the ctx pointer (see
+    // `sockops_tuple`); the verifier types it as a socket pointer or null.
+    let sk = unsafe { core::ptr::read_volatile(&(*ops).__bindgen_anon_2.sk) };
+    if sk.is_null() {
+        return 0;
+    }
+    // SAFETY: the helper takes any socket pointer and returns the full socket (a tcp_sock
+    // starts with its struct sock) or null.
+    let sock = unsafe { bpf_skc_to_tcp_sock(sk as *mut _) } as *const u8;
+    if sock.is_null() {
+        return 0;
+    }
+    let cgroup = kernel_u64(sock, cgroup_at) as *const u8;
+    let kn = kernel_u64(cgroup, kn_at) as *const u8;
+    kernel_u64(kn, id_at)
+}
+
+/// The u64 at `offset` in the kernel struct at `base` (a pointer or an id); 0 when `base` is
+/// null or the read fails.
+#[inline(always)]
+fn kernel_u64(base: *const u8, offset: u16) -> u64 {
+    if base.is_null() {
+        return 0;
+    }
+    // SAFETY: a probe read: the helper checks the address and copies 8 bytes or fails; the
+    // offset lies inside the struct per the kernel's BTF.
+    unsafe { bpf_probe_read_kernel(base.add(offset as usize) as *const u64) }.unwrap_or(0)
 }
 
 #[inline(always)]
@@ -481,6 +528,7 @@ fn end_untracked_flow(ctx: &SockOpsContext, cookie: u64) -> Result<(), i64> {
     };
     init_flow(&mut e.stats, tuple, cookie, netns_cookie);
     e.stats.untracked = 1;
+    e.stats.cgroup_id = socket_cgroup_id(ctx.ops);
     refresh_counters(sock_ops(ctx), &mut e.stats);
     refresh_reordering(ctx.ops, &mut e.stats);
     e.stats.end_ns = now;
