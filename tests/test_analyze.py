@@ -139,6 +139,34 @@ def test_congested_peer_ranks_first(tmp_path):
     assert not [f for f in found if f["category"] in ("retransmits", "loss_burst", "straggler", "locality")]
 
 
+def test_findings_name_the_job_of_their_hosts_flows(tmp_path):
+    """A finding about a host names the job its data flows belong to: the Slurm job
+    (`flows.slurm_job`), else the Kubernetes pod (`flows.pod_uid`), which the recorder reads from
+    each socket's cgroup (test_capture.py checks that part on real sockets). Here the generated
+    fleet's flows are labelled with a Slurm job, except the congested node's, with a pod."""
+    uid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+    fleet = scenarios.generate(str(tmp_path / "fleet"), ["congested_peer"])
+    congested = f"node{scenarios.CONGESTED}"
+    con = duckdb.connect()
+    for node in sorted(os.listdir(fleet)):
+        job, pod = ("NULL", f"'{uid}'") if node == congested else ("'4121'", "NULL")
+        for name in os.listdir(os.path.join(fleet, node, "flows")):
+            path = os.path.join(fleet, node, "flows", name)
+            con.execute(f"COPY (SELECT *, {job}::VARCHAR AS slurm_job, {pod}::VARCHAR AS pod_uid "
+                        f"FROM read_parquet('{path}')) TO '{path}.new' (FORMAT parquet)")
+            os.replace(f"{path}.new", path)
+    out = tmp_path / "findings.json"
+    proc = analyze(fleet, "--json", str(out), "--no-report")
+    found = json.loads(out.read_text())
+    labelled = [f for f in found if f["host"]]
+    assert labelled, found
+    for f in labelled:
+        expected = f"pod {uid}" if f["host"] == congested else "job 4121"
+        assert f["job"] == expected and f["summary"].startswith(expected + ": "), f
+    assert all(f["job"] is None for f in found if not f["host"])
+    assert "job 4121: " in proc.stderr
+
+
 def test_straggler_rank_ranks_first(tmp_path):
     found, _ = findings(tmp_path, ["straggler"])
     s = first(found, "straggler", "rank")

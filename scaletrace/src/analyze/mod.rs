@@ -146,6 +146,10 @@ pub struct Finding {
     pub rank_in_scope: i64,
     pub subject: String,
     pub host: Option<String>,
+    /// The jobs the host's data flows belong to ("job 4121", "pod <uid>"; from their sockets'
+    /// cgroups), also at the start of `summary`.
+    #[serde(default)]
+    pub job: Option<String>,
     pub rank: Option<i64>,
     pub score: Option<f64>,
     /// Estimated job time this cost (the `slowdown` verdicts).

@@ -1460,6 +1460,18 @@ CREATE OR REPLACE MACRO st_next_check(kind, blamed, on_host, rank_no) AS
 -- (score: higher is worse; comparable within a category only)
 ------------------------------------------------------------------------------------------
 
+-- The jobs each host's data flows belong to, from the cgroups of their sockets: the Slurm job
+-- (`flows.slurm_job`), else the Kubernetes pod (`flows.pod_uid`). A finding about a host names
+-- them ("job 4121: ..."): on a cluster that runs many jobs, whose slowdown it is. Null where no
+-- data flow carries a label (a recording made before these columns, processes outside any job).
+CREATE OR REPLACE VIEW st_host_job AS
+SELECT f.host,
+       string_agg(DISTINCT coalesce('job ' || f.slurm_job, 'pod ' || f.pod_uid), ', '
+                  ORDER BY coalesce('job ' || f.slurm_job, 'pod ' || f.pod_uid)) AS job
+FROM flows f JOIN st_data_flow d USING (host, flow_id)
+WHERE coalesce(f.slurm_job, f.pod_uid) IS NOT NULL
+GROUP BY f.host;
+
 CREATE OR REPLACE VIEW st_finding AS
 -- Ranks that arrived last, each with its own work per training step against the other ranks'
 -- (`st_rank_own_time`). One that did no more of it (less than the verdict asks of a straggler)
@@ -1689,13 +1701,14 @@ a AS (
            'arrived last without more work of its own than the other ranks: held up by something else, not a straggler' AS withheld
     FROM late_rank WHERE held_up)
 SELECT a.category, a.scope, row_number() OVER (PARTITION BY a.category, a.scope ORDER BY a.withheld IS NOT NULL, a.score DESC, a.subject) AS rank_in_scope,
-       a.subject, a.host, a.rank, a.score, a.time_lost_s, a.summary,
+       a.subject, a.host, hj.job, a.rank, a.score, a.time_lost_s, coalesce(hj.job || ': ', '') || a.summary AS summary,
        a.first_seen, a.last_seen, a.first_step, a.seen_when, a.next_check,
        coalesce(a.withheld, CASE WHEN a.category IN ('latency', 'contention') AND lost.timed AND NOT lost.job_lost_time
                                       AND (a.category <> 'latency' OR coalesce(w.share, 0) >= 0.5)
                                  THEN 'stood out, but the job lost no step time to any culprit above the verdict''s floors' END) AS withheld
 FROM a CROSS JOIN lost
 LEFT JOIN flow_in_span w ON a.category = 'latency' AND w.host = a.host AND w.flow_label = a.subject
+LEFT JOIN st_host_job hj ON hj.host = a.host
 -- ranks waiting for each other is how synchronous training works: without lost time it is not
 -- even worth a line (a clean 6-rank gloo job's fastest rank waits ~30 % of every step)
 WHERE NOT (a.category = 'sync_amplification' AND lost.timed AND NOT lost.job_lost_time)
