@@ -5,14 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
+#include "paced.h"
 
 int main(int argc, char **argv) {
     if (argc != 3) {
@@ -25,23 +20,6 @@ int main(int argc, char **argv) {
     char go[16];
     if (!fgets(go, sizeof go, stdin))
         return 1;
-    const long batch = 1000;
-    long calls = 0;
-    double busy = 0, start = now(), end = start + seconds;
-    while (now() < end) {
-        double b = now();
-        for (long i = 0; i < batch; i++)
-            syscall(SYS_getppid);
-        busy += now() - b;
-        calls += batch;
-        if (rate > 0) {
-            double due = start + calls / rate, t = now();
-            if (due > t) {
-                struct timespec d = {(time_t)(due - t), (long)((due - t - (time_t)(due - t)) * 1e9)};
-                nanosleep(&d, 0);
-            }
-        }
-    }
-    printf("%ld %.1f %.3f\n", calls, busy * 1e9 / calls, now() - start);
+    PACED_LOOP(rate, seconds, syscall(SYS_getppid));
     return 0;
 }

@@ -1,5 +1,6 @@
 """Test hosts for scaletrace: network namespaces joined by veth, with traffic, loss and rate
 limits, and a recorder wrapper. Everything created here is removed by the fixtures."""
+import contextlib
 import glob
 import itertools
 import os
@@ -30,6 +31,27 @@ def voluntary_switches(pid):
         except (OSError, StopIteration):
             pass  # a thread that ended meanwhile
     return total
+
+
+def cgroup2_mount():
+    return next(line.split()[1] for line in open("/proc/self/mounts") if line.split()[2] == "cgroup2")
+
+
+@contextlib.contextmanager
+def job_cgroups(*relative):
+    """Cgroup v2 directories `relative` below a top cgroup made for the caller
+    (`scaletrace-test-<tag>` under the cgroup2 mount), yielded as (the mount, [absolute paths]);
+    removed afterwards, so their processes must have exited by then."""
+    root = cgroup2_mount()
+    top = os.path.join(root, f"scaletrace-test-{uuid.uuid4().hex[:8]}")
+    dirs = [os.path.join(top, r) for r in relative]
+    for d in dirs:
+        os.makedirs(d)
+    try:
+        yield root, dirs
+    finally:
+        for here, _, _ in os.walk(top, topdown=False):
+            os.rmdir(here)
 
 
 class NetPair:

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from netlab import Recorder
+from netlab import Recorder, job_cgroups
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 pytestmark = pytest.mark.skipif(not os.path.exists("/usr/include/infiniband/verbs.h") or shutil.which("cc") is None,
@@ -27,7 +27,18 @@ def fake_verbs(tmp_path):
 
 def test_qp_lifecycle_becomes_a_flow(fake_verbs, tmp_path):
     lib, driver = fake_verbs
-    proc = subprocess.Popen([str(driver)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    # the program runs in a cgroup shaped as slurmstepd's: its QPs carry the job
+    with job_cgroups("slurm/uid_0/job_4121/step_0/task_0") as (root, (job,)):
+        proc = subprocess.Popen(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$1"', job, str(driver)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            qp_lifecycle(proc, lib, tmp_path, job[len(root):])
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def qp_lifecycle(proc, lib, tmp_path, cgroup):
     assert proc.stdout.readline().strip() == "ready"
     rec = Recorder(tmp_path / "out", "--verbs-lib", str(lib), "--verbs-provider-lib", str(lib), "--verbs-sample-every", "1",
                    "--pid", str(proc.pid), "--no-gpu", "--port", "1")
@@ -62,6 +73,7 @@ def test_qp_lifecycle_becomes_a_flow(fake_verbs, tmp_path):
                         FROM read_parquet('{rec.out}/qps/*.parquet') ORDER BY qp_num""")
     assert qps == [(q, "RC", 0x5678, "::ffff:10.0.0.2", "RTS", True, True, 3),
                    (a, "RC", None, None, None, False, False, 0)]
+    assert rec.query(f"SELECT DISTINCT cgroup, slurm_job FROM read_parquet('{rec.out}/qps/*.parquet')") == [(cgroup, "4121")]
 
     # The data path of the first QP, aggregated in the kernel and sampled one by one.
     traffic = rec.query(f"""SELECT qp_num, post_calls, wrs_posted, bytes_posted, completions, completion_errors,

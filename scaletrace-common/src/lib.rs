@@ -505,6 +505,9 @@ pub struct VerbsCallEvent {
     pub dgid: [u8; 16],
     /// First 16 bytes of the device name (ibv_open_device).
     pub device: [u8; 16],
+    /// The calling task's cgroup v2 id (its job: `qps.pod_uid`, `qps.slurm_job`), read in the
+    /// kernel at the call, so a process that exits before the loader reads the event keeps it.
+    pub cgroup_id: u64,
 }
 
 // The sizes the kernel and userspace exchange, byte for byte (each struct's padding is written
@@ -528,7 +531,7 @@ assert_size! {
     FlowEndEvent => 224,
     NcclCallEvent => 96,
     CallKey => 16,
-    VerbsCallEvent => 120,
+    VerbsCallEvent => 128,
     QpKey => 8,
     QpTraffic => 88,
     VerbsCompletionEvent => 56,

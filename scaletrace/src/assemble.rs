@@ -57,6 +57,11 @@ impl Assembler {
         }
     }
 
+    /// The job labels of the cgroup v2 with this id (0: unknown, no labels).
+    pub fn job(&mut self, cgroup_id: u64) -> crate::job_labels::JobLabels {
+        self.cgroups.labels(cgroup_id)
+    }
+
     /// Converts with `clock` from now on (the wall clock was stepped).
     pub fn set_clock(&mut self, clock: ClockOffset) {
         self.clock = clock;

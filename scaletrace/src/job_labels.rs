@@ -115,6 +115,21 @@ impl CgroupPaths {
     }
 }
 
+/// The labels of a live process's cgroup v2 (the `0::` line of `/proc/PID/cgroup`): for GPU
+/// processes, which NVML lists while they run (sockets and QPs carry the id the kernel gave
+/// the event instead: a process may be gone when the loader reads it); empty when the process
+/// is gone. The path is as the recorder's cgroup namespace shows it: in the host's (the
+/// DaemonSet has host PID and the host's cgroup tree) it is the path from the root.
+pub fn of_pid(pid: u32) -> JobLabels {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("0::").map(labels_of))
+        })
+        .unwrap_or_default()
+}
+
 /// The job labels a cgroup path carries.
 ///
 /// Shapes (from the kubelet's and Slurm's own code and documentation):
@@ -250,6 +265,14 @@ mod tests {
                 "{path}"
             );
         }
+    }
+
+    #[test]
+    fn a_process_has_its_own_cgroup_and_a_gone_one_none() {
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        let path = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
+        assert_eq!(of_pid(std::process::id()).cgroup.as_deref(), Some(path));
+        assert_eq!(of_pid(u32::MAX), JobLabels::default());
     }
 
     #[test]

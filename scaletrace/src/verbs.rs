@@ -89,16 +89,26 @@ pub struct QpTracker {
 }
 
 impl QpTracker {
-    /// Updates the QP the call concerns; returns a finished row at a successful destroy.
-    pub fn observe(&mut self, row: &VerbsCallRow) -> Option<QpRow> {
+    /// Updates the QP the call concerns; returns a finished row at a successful destroy. `job`
+    /// gives the creating process's job labels (asked for at a successful create only).
+    pub fn observe(
+        &mut self,
+        row: &VerbsCallRow,
+        job: impl FnOnce() -> crate::job_labels::JobLabels,
+    ) -> Option<QpRow> {
         let key = (row.pid, row.qp_num?);
         match row.op {
             "ibv_create_qp" if row.ok => {
+                let job = job();
                 self.live.insert(
                     key,
                     QpRow {
                         host: row.host.clone(),
                         pid: row.pid,
+                        cgroup: job.cgroup,
+                        pod_uid: job.pod_uid,
+                        container_id: job.container_id,
+                        slurm_job: job.slurm_job,
                         qp_num: key.1,
                         qp_type: row.qp_type.unwrap_or("UNKNOWN"),
                         created: row.ts,
@@ -259,6 +269,7 @@ pub fn traffic_row(key: &QpKey, t: &QpTraffic, host: &str) -> QpTrafficRow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::job_labels::JobLabels;
 
     fn event(op: u32) -> VerbsCallEvent {
         VerbsCallEvent {
@@ -292,7 +303,7 @@ mod tests {
             (create.ok, create.qp_num, create.qp_type),
             (true, Some(0x1234), Some("RC"))
         );
-        assert!(t.observe(&create).is_none());
+        assert!(t.observe(&create, JobLabels::default).is_none());
         let mut gid = [0u8; 16];
         gid[10] = 0xff;
         gid[11] = 0xff;
@@ -314,7 +325,7 @@ mod tests {
             (rtr.qp_state, rtr.dest_qp_num, rtr.dgid.as_deref()),
             (Some("RTR"), Some(0x5678), Some("::ffff:10.0.0.2"))
         );
-        t.observe(&rtr);
+        t.observe(&rtr, JobLabels::default);
         let rts = call_row(
             &VerbsCallEvent {
                 qp_num: 0x1234,
@@ -330,7 +341,7 @@ mod tests {
             (None, None),
             "fields outside the mask are not reported"
         );
-        t.observe(&rts);
+        t.observe(&rts, JobLabels::default);
         let failed = call_row(
             &VerbsCallEvent {
                 ret: u64::MAX,
@@ -340,7 +351,7 @@ mod tests {
             "h",
             utc,
         );
-        assert!(!failed.ok && t.observe(&failed).is_none());
+        assert!(!failed.ok && t.observe(&failed, JobLabels::default).is_none());
         let destroy = call_row(
             &VerbsCallEvent {
                 ret: 0,
@@ -350,7 +361,7 @@ mod tests {
             "h",
             utc,
         );
-        let qp = t.observe(&destroy).unwrap();
+        let qp = t.observe(&destroy, JobLabels::default).unwrap();
         assert_eq!(
             (qp.pid, qp.qp_num, qp.dest_qp_num, qp.last_state),
             (7, 0x1234, Some(0x5678), Some("RTS"))
@@ -452,16 +463,19 @@ mod tests {
         );
         assert_eq!(mr.mr_length, Some(1 << 20));
         let mut t = QpTracker::default();
-        t.observe(&call_row(
-            &VerbsCallEvent {
-                ret: 1,
-                qp_num: 5,
-                qp_type: 4,
-                ..event(VERBS_CREATE_QP)
-            },
-            "h",
-            utc,
-        ));
+        t.observe(
+            &call_row(
+                &VerbsCallEvent {
+                    ret: 1,
+                    qp_num: 5,
+                    qp_type: 4,
+                    ..event(VERBS_CREATE_QP)
+                },
+                "h",
+                utc,
+            ),
+            JobLabels::default,
+        );
         let left = t.remaining();
         assert_eq!(
             (left.len(), left[0].qp_type, left[0].destroyed),

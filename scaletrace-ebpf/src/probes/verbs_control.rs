@@ -1,7 +1,7 @@
 //! libibverbs uprobes on the control path that makes a QP (a "flow" of RDMA traffic): device,
 //! protection domain, memory registration, CQ and QP creation, state changes, destruction.
 use aya_ebpf::{
-    helpers::bpf_get_current_pid_tgid,
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid},
     macros::{map, uprobe, uretprobe},
     maps::LruHashMap,
     programs::{ProbeContext, RetProbeContext},
@@ -23,6 +23,8 @@ fn verbs_enter(ctx: &ProbeContext, op: u32) {
         pid_tgid,
         op,
         obj: a(0),
+        // SAFETY: reads the current task's cgroup; takes no pointer.
+        cgroup_id: unsafe { bpf_get_current_cgroup_id() },
         ..VerbsCallEvent::default()
     };
     e.entry_ns = e.header.ts_ns;

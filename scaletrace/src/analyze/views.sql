@@ -1460,17 +1460,20 @@ CREATE OR REPLACE MACRO st_next_check(kind, blamed, on_host, rank_no) AS
 -- (score: higher is worse; comparable within a category only)
 ------------------------------------------------------------------------------------------
 
--- The jobs each host's data flows belong to, from the cgroups of their sockets: the Slurm job
--- (`flows.slurm_job`), else the Kubernetes pod (`flows.pod_uid`). A finding about a host names
--- them ("job 4121: ..."): on a cluster that runs many jobs, whose slowdown it is. Null where no
--- data flow carries a label (a recording made before these columns, processes outside any job).
+-- The jobs each host's data flows and RDMA QPs belong to, from the cgroups of their sockets
+-- and processes: the Slurm job (`slurm_job`), else the Kubernetes pod (`pod_uid`). A finding
+-- about a host names them ("job 4121: ..."): on a cluster that runs many jobs, whose slowdown
+-- it is. Null where nothing carries a label (a recording made before these columns, processes
+-- outside any job).
 CREATE OR REPLACE VIEW st_host_job AS
-SELECT f.host,
-       string_agg(DISTINCT coalesce('job ' || f.slurm_job, 'pod ' || f.pod_uid), ', '
-                  ORDER BY coalesce('job ' || f.slurm_job, 'pod ' || f.pod_uid)) AS job
-FROM flows f JOIN st_data_flow d USING (host, flow_id)
-WHERE coalesce(f.slurm_job, f.pod_uid) IS NOT NULL
-GROUP BY f.host;
+WITH labelled AS (
+    SELECT f.host, coalesce('job ' || f.slurm_job, 'pod ' || f.pod_uid) AS job
+    FROM flows f JOIN st_data_flow d USING (host, flow_id)
+    UNION ALL
+    SELECT host, coalesce('job ' || slurm_job, 'pod ' || pod_uid) FROM qps)
+SELECT host, string_agg(DISTINCT job, ', ' ORDER BY job) AS job
+FROM labelled WHERE job IS NOT NULL
+GROUP BY host;
 
 CREATE OR REPLACE VIEW st_finding AS
 -- Ranks that arrived last, each with its own work per training step against the other ranks'

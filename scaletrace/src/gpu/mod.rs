@@ -164,11 +164,16 @@ impl<S: GpuSource> Sampler<S> {
             });
             for p in self.source.processes(d.index, self.last_process_us[slot]) {
                 self.last_process_us[slot] = self.last_process_us[slot].max(p.timestamp_us);
+                let job = crate::job_labels::of_pid(p.pid);
                 processes.push(GpuProcessRow {
                     host: self.host.clone(),
                     ts: (p.timestamp_us * 1000) as i64,
                     index: d.index,
                     pid: p.pid,
+                    cgroup: job.cgroup,
+                    pod_uid: job.pod_uid,
+                    container_id: job.container_id,
+                    slurm_job: job.slurm_job,
                     sm_util_pct: p.sm_util_pct,
                     mem_util_pct: p.mem_util_pct,
                 });

@@ -378,7 +378,8 @@ impl Sinks {
             Event::VerbsCall(e) => {
                 let clock = self.clock;
                 let row = crate::verbs::call_row(&e, &self.node.hostname, |m| clock.to_utc_ns(m));
-                if let Some(qp) = self.qp_tracker.observe(&row) {
+                let assembler = &mut self.assembler;
+                if let Some(qp) = self.qp_tracker.observe(&row, || assembler.job(e.cgroup_id)) {
                     self.push_with(|w| w.qps.push(qp))?;
                 }
                 self.push_with(|w| w.verbs.push(row))
