@@ -41,7 +41,7 @@ def cgroup2_mount():
 def job_cgroups(*relative):
     """Cgroup v2 directories `relative` below a top cgroup made for the caller
     (`scaletrace-test-<tag>` under the cgroup2 mount), yielded as (the mount, [absolute paths]);
-    removed afterwards, so their processes must have exited by then."""
+    removed afterwards, with any process still in them killed first."""
     root = cgroup2_mount()
     top = os.path.join(root, f"scaletrace-test-{uuid.uuid4().hex[:8]}")
     dirs = [os.path.join(top, r) for r in relative]
@@ -50,8 +50,22 @@ def job_cgroups(*relative):
     try:
         yield root, dirs
     finally:
+        # a process a failed test left behind would keep its cgroup busy
         for here, _, _ in os.walk(top, topdown=False):
-            os.rmdir(here)
+            for pid in open(os.path.join(here, "cgroup.procs")).read().split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for here, _, _ in os.walk(top, topdown=False):
+            for _ in range(50):
+                try:
+                    os.rmdir(here)
+                    break
+                except OSError:
+                    time.sleep(0.1)  # a killed process leaves its cgroup a moment later
+            else:
+                os.rmdir(here)  # still busy: say so
 
 
 class NetPair:

@@ -272,6 +272,7 @@ def test_config_file_health_files_and_bad_settings(net, tmp_path):
         (["--config", str(config)], "unknown key `rotate_intervl`"),
         (["--out", str(spool), "--upload", "http://bucket"], "expected s3://BUCKET"),
         (["--out", str(spool), "--rotate-interval", "10ms"], "at least 100ms"),
+        (["--out", str(spool), "--bench-source-pid", "1"], "not for the agent"),
         (["--config", str(tmp_path / "missing.toml")], "reading config"),
     ]:
         p = subprocess.run([BIN, "agent", *args], capture_output=True, text=True, timeout=60)

@@ -140,31 +140,47 @@ def test_congested_peer_ranks_first(tmp_path):
 
 
 def test_findings_name_the_job_of_their_hosts_flows(tmp_path):
-    """A finding about a host names the job its data flows belong to: the Slurm job
+    """A finding about a host names the jobs its data flows belong to: the Slurm job
     (`flows.slurm_job`), else the Kubernetes pod (`flows.pod_uid`), which the recorder reads from
-    each socket's cgroup (test_capture.py checks that part on real sockets). Here the generated
-    fleet's flows are labelled with a Slurm job, except the congested node's, with a pod."""
+    each socket's cgroup (test_capture.py checks that part on real sockets); a finding about one
+    flow names that flow's job only. Here the generated fleet's flows belong to two Slurm jobs
+    (by flow id, so every host has both), except the congested node's, which belong to a pod."""
     uid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
     fleet = scenarios.generate(str(tmp_path / "fleet"), ["congested_peer"])
     congested = f"node{scenarios.CONGESTED}"
     con = duckdb.connect()
+    flow_job = {}
     for node in sorted(os.listdir(fleet)):
-        job, pod = ("NULL", f"'{uid}'") if node == congested else ("'4121'", "NULL")
+        if node == congested:
+            job, pod = "NULL", f"'{uid}'"
+        else:
+            job, pod = "CASE WHEN flow_id % 2 = 0 THEN '4121' ELSE '4122' END", "NULL"
         for name in os.listdir(os.path.join(fleet, node, "flows")):
             path = os.path.join(fleet, node, "flows", name)
-            con.execute(f"COPY (SELECT *, {job}::VARCHAR AS slurm_job, {pod}::VARCHAR AS pod_uid "
+            con.execute(f"COPY (SELECT *, ({job})::VARCHAR AS slurm_job, {pod}::VARCHAR AS pod_uid "
                         f"FROM read_parquet('{path}')) TO '{path}.new' (FORMAT parquet)")
             os.replace(f"{path}.new", path)
+            for label, slurm, pod_uid in con.execute(
+                    "SELECT host || ' ' || local_addr || ':' || local_port || ' -> ' || remote_addr || ':' || remote_port, "
+                    f"slurm_job, pod_uid FROM read_parquet('{path}')").fetchall():
+                flow_job[label] = f"job {slurm}" if slurm else f"pod {pod_uid}"
     out = tmp_path / "findings.json"
     proc = analyze(fleet, "--json", str(out), "--no-report")
     found = json.loads(out.read_text())
     labelled = [f for f in found if f["host"]]
     assert labelled, found
     for f in labelled:
-        expected = f"pod {uid}" if f["host"] == congested else "job 4121"
+        if f["scope"] in ("flow", "tail_outlier"):
+            expected = flow_job[f["subject"]]
+        elif f["host"] == congested:
+            expected = f"pod {uid}"
+        else:
+            expected = f["job"]
+            assert sorted(expected.split(", ")) == ["job 4121", "job 4122"], f
         assert f["job"] == expected and f["summary"].startswith(expected + ": "), f
+    assert any(f["scope"] == "tail_outlier" for f in labelled), "no flow finding to check"
     assert all(f["job"] is None for f in found if not f["host"])
-    assert "job 4121: " in proc.stderr
+    assert "job 412" in proc.stderr
 
 
 def test_straggler_rank_ranks_first(tmp_path):

@@ -37,7 +37,7 @@ pub(crate) fn count(slot: u32) {
 /// keeps up is nearly every event, and a wakeup (an irq_work, an IPI in a VM) cost more than
 /// everything else in the per-ACK program: with RTT samples every 10 ms on 8 busy flows it
 /// tripled the sock_ops time per MB transferred (measured; docs/performance.md). The loader
-/// drains what waits below the threshold on a timer, so nothing waits long and nothing is lost.
+/// drains what waits below the threshold every 100 ms, so an event waits at most that long.
 #[inline(always)]
 pub(crate) fn submit_flags() -> u64 {
     let threshold = config!(ring_wakeup_bytes);

@@ -10,12 +10,17 @@ use std::{
     time::{Duration, Instant},
 };
 
-/// An id not found at the last walk triggers a new one at most this often (pods and job
-/// steps come and go; a flow whose cgroup is gone must not walk the tree for every row).
+/// When the kernel cannot open a cgroup by its id (no file handle support), the tree is
+/// walked instead: an id not found triggers a new walk at most this often, and never one
+/// already older than the newest id the last walk saw (ids only grow: such a cgroup is gone).
 const REWALK_EVERY: Duration = Duration::from_secs(10);
 /// Bounds on one walk: a node with many thousands of cgroups is walked in part, not for ever.
 const MAX_DEPTH: usize = 16;
 const MAX_CGROUPS: usize = 200_000;
+/// Paths kept; beyond it the cache starts again (pods and job steps come and go).
+const MAX_CACHED: usize = 65_536;
+/// `FILEID_KERNFS` (include/linux/exportfs.h): a cgroup2 directory's file handle is its id.
+const FILEID_KERNFS: i32 = 0xfe;
 
 /// A flow's cgroup and the job labels its path carries.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -30,12 +35,16 @@ pub struct JobLabels {
     pub slurm_job: Option<String>,
 }
 
-/// Cgroup ids to paths, by walking the cgroup2 mount when an id is new.
+/// Cgroup ids to paths: each opened by its file handle (the id) on the cgroup2 mount, where the
+/// kernel allows it (cgroup2 exports its directories; root has CAP_DAC_READ_SEARCH), else by
+/// walking the mount.
 pub struct CgroupPaths {
     /// The cgroup2 mount; found on first use.
     root: Option<Option<PathBuf>>,
     paths: HashMap<u64, String>,
     last_walk: Option<Instant>,
+    /// The newest id the last walk saw.
+    walked_up_to: u64,
 }
 
 impl CgroupPaths {
@@ -44,6 +53,7 @@ impl CgroupPaths {
             root: None,
             paths: HashMap::new(),
             last_walk: None,
+            walked_up_to: 0,
         }
     }
 
@@ -56,16 +66,36 @@ impl CgroupPaths {
         }
     }
 
+    fn root(&mut self) -> Option<PathBuf> {
+        self.root
+            .get_or_insert_with(|| {
+                let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+                crate::environment::find_cgroup2_mount(&mounts)
+            })
+            .clone()
+    }
+
     /// The labels of the cgroup with this id; empty for 0 (unknown) and for a cgroup that no
     /// longer exists (removed before its flow was written).
     pub fn labels(&mut self, id: u64) -> JobLabels {
         if id == 0 {
             return JobLabels::default();
         }
-        if !self.paths.contains_key(&id)
-            && self.last_walk.is_none_or(|t| t.elapsed() >= REWALK_EVERY)
-        {
-            self.walk();
+        if !self.paths.contains_key(&id) {
+            if self.paths.len() >= MAX_CACHED {
+                self.paths.clear();
+            }
+            match self.root().and_then(|root| path_by_handle(&root, id)) {
+                Some(path) => {
+                    self.paths.insert(id, path);
+                }
+                None if id > self.walked_up_to
+                    && self.last_walk.is_none_or(|t| t.elapsed() >= REWALK_EVERY) =>
+                {
+                    self.walk()
+                }
+                None => {}
+            }
         }
         match self.paths.get(&id) {
             Some(path) => labels_of(path),
@@ -75,30 +105,28 @@ impl CgroupPaths {
 
     fn walk(&mut self) {
         self.last_walk = Some(Instant::now());
-        let root = self
-            .root
-            .get_or_insert_with(|| {
-                let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
-                crate::environment::find_cgroup2_mount(&mounts)
-            })
-            .clone();
-        let Some(root) = root else {
+        let Some(root) = self.root() else {
+            return;
+        };
+        let Ok(root_meta) = std::fs::symlink_metadata(&root) else {
             return;
         };
         let mut stack = vec![(root.clone(), 0usize)];
         let mut seen = 0;
         while let Some((dir, depth)) = stack.pop() {
             // symlink_metadata: a link is never followed (cgroupfs has none; anything else
-            // under the mount is not ours to walk into)
+            // under the mount is not ours to walk into); another device is another mount,
+            // whose inode numbers are not cgroup ids
             let Ok(meta) = std::fs::symlink_metadata(&dir) else {
                 continue;
             };
-            if !meta.is_dir() {
+            if !meta.is_dir() || meta.dev() != root_meta.dev() {
                 continue;
             }
             let relative = dir.strip_prefix(&root).unwrap_or(Path::new(""));
             self.paths
                 .insert(meta.ino(), format!("/{}", relative.display()));
+            self.walked_up_to = self.walked_up_to.max(meta.ino());
             seen += 1;
             if seen >= MAX_CGROUPS || depth >= MAX_DEPTH {
                 continue;
@@ -113,6 +141,44 @@ impl CgroupPaths {
             }
         }
     }
+}
+
+/// The path below `root` (the cgroup2 mount) of the cgroup with this id, opened by its file
+/// handle: one syscall instead of a walk, and it finds a cgroup made a moment ago. None where
+/// the kernel or the filesystem refuses (not cgroup2, no CAP_DAC_READ_SEARCH, gone).
+fn path_by_handle(root: &Path, id: u64) -> Option<String> {
+    use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+
+    /// `struct file_handle` with its 8 bytes of handle.
+    #[repr(C)]
+    struct KernfsHandle {
+        handle_bytes: u32,
+        handle_type: i32,
+        id: u64,
+    }
+    let mount = std::fs::File::open(root).ok()?;
+    let mut handle = KernfsHandle {
+        handle_bytes: 8,
+        handle_type: FILEID_KERNFS,
+        id,
+    };
+    // SAFETY: `handle` is a file_handle header followed by the `handle_bytes` it announces,
+    // alive for the call; the mount fd is open.
+    let fd = unsafe {
+        libc::open_by_handle_at(
+            mount.as_raw_fd(),
+            (&mut handle as *mut KernfsHandle).cast::<libc::file_handle>(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a descriptor the call just opened, owned here alone.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let target = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    let relative = target.strip_prefix(root).ok()?;
+    Some(format!("/{}", relative.display()))
 }
 
 /// The labels of a live process's cgroup v2 (the `0::` line of `/proc/PID/cgroup`): for GPU
@@ -138,8 +204,10 @@ pub fn of_pid(pid: u32) -> JobLabels {
 /// - Kubernetes, cgroupfs driver: `/kubepods/burstable/pod<uid>/<id>` (`/kubepods/pod<uid>/<id>`);
 ///   either below another cgroup when the kubelet itself runs in a container (kind, k3d);
 /// - Slurm on cgroup v2: `/system.slice/slurmstepd.scope/job_<id>/step_<n>/user/task_<n>`
-///   (`<node>_slurmstepd.scope` with several slurmd per host); on cgroup v1:
-///   `/slurm/uid_<uid>/job_<id>/step_<n>/task_<n>`.
+///   (`<node>_slurmstepd.scope` with several slurmd per host); the v1 layout,
+///   `/slurm/uid_<uid>/job_<id>/step_<n>/task_<n>`, is read the same way, but a socket's or
+///   a task's id is always its v2 cgroup's: on a node whose Slurm uses cgroup v1 only, the v2
+///   path (`/system.slice/slurmd.service`) names no job.
 pub fn labels_of(path: &str) -> JobLabels {
     let mut labels = JobLabels {
         cgroup: Some(path.to_string()),
@@ -190,7 +258,11 @@ fn container_id(part: &str) -> Option<String> {
     (id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| id.to_string())
 }
 
+/// A pod UID: a UUID, or for a static (mirror) pod the 32 hex digits of its config hash.
 fn is_uuid(s: &str) -> bool {
+    if s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return true;
+    }
     let groups: Vec<&str> = s.split('-').collect();
     groups.len() == 5
         && groups
@@ -228,6 +300,12 @@ mod tests {
             assert_eq!(l.slurm_job, None);
             assert_eq!(l.cgroup.as_deref(), Some(path.as_str()));
         }
+        // a static pod's UID is its config hash
+        let hash = "6b5e3c2a9f8d7e6c5b4a3f2e1d0c9b8a";
+        let static_pod = labels_of(&format!(
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{hash}.slice"
+        ));
+        assert_eq!(static_pod.pod_uid.as_deref(), Some(hash));
         // the pod's own cgroup (its pause container's parent): a pod, no container
         let pod_only = labels_of(&format!("/kubepods/burstable/pod{UID}"));
         assert_eq!(pod_only.pod_uid.as_deref(), Some(UID));
@@ -267,10 +345,40 @@ mod tests {
         }
     }
 
+    /// The running kernel's cgroup2, as root: a cgroup made a moment ago is found by its id at
+    /// once, without a walk.
+    #[test]
+    fn a_new_cgroup_is_opened_by_its_id() {
+        let Some(root) = std::fs::read_to_string("/proc/self/mounts")
+            .ok()
+            .and_then(|m| crate::environment::find_cgroup2_mount(&m))
+        else {
+            eprintln!("skipped: no cgroup2 mount");
+            return;
+        };
+        let dir = root.join(format!("scaletrace-unit-{}", std::process::id()));
+        if std::fs::create_dir(&dir).is_err() {
+            eprintln!("skipped: cannot make a cgroup (not root?)");
+            return;
+        }
+        let id = std::fs::metadata(&dir).unwrap().ino();
+        let found = path_by_handle(&root, id);
+        let mut paths = CgroupPaths::at(&root);
+        let labelled = paths.labels(id);
+        std::fs::remove_dir(&dir).unwrap();
+        let expected = format!("/scaletrace-unit-{}", std::process::id());
+        assert_eq!(found.as_deref(), Some(expected.as_str()));
+        assert_eq!(labelled.cgroup.as_deref(), Some(expected.as_str()));
+        assert!(paths.last_walk.is_none(), "found without a walk");
+    }
+
     #[test]
     fn a_process_has_its_own_cgroup_and_a_gone_one_none() {
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-        let path = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
+        let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
+            eprintln!("skipped: no cgroup v2 line (a cgroup v1-only host)");
+            return;
+        };
         assert_eq!(of_pid(std::process::id()).cgroup.as_deref(), Some(path));
         assert_eq!(of_pid(u32::MAX), JobLabels::default());
     }
@@ -291,12 +399,19 @@ mod tests {
         );
         assert_eq!(l.slurm_job.as_deref(), Some("77"));
         assert_eq!(paths.labels(0), JobLabels::default());
-        // a directory made after the walk is found at the next one, not at once
+        // a directory made after the walk is found at the next one (a temporary directory
+        // has no file handles by cgroup id: the walk is all there is), not at once
         let later = root.path().join("later");
         std::fs::create_dir(&later).unwrap();
         let later_id = std::fs::metadata(&later).unwrap().ino();
+        paths.walked_up_to = later_id - 1; // as cgroup ids, which only grow
         assert_eq!(paths.labels(later_id), JobLabels::default());
         paths.last_walk = None;
         assert_eq!(paths.labels(later_id).cgroup.as_deref(), Some("/later"));
+        // an id no newer than the last walk saw is a cgroup since removed: no walk for it
+        paths.last_walk = None;
+        paths.walked_up_to = u64::MAX;
+        assert_eq!(paths.labels(u64::MAX - 1), JobLabels::default());
+        assert!(paths.last_walk.is_none());
     }
 }

@@ -16,7 +16,7 @@ table! {
         cgroup: Option<String> => opt_str_col("The socket's cgroup v2 (where the process that created it ran), as a path below the cgroup2 mount; null where the kernel's BTF does not give the way to it (`capture.hooks_missing` lists `sock:cgroup_id`) or the cgroup was removed before the flow was written."),
         pod_uid: Option<String> => opt_str_col("Kubernetes pod UID, from the cgroup path (systemd or cgroupfs cgroup driver); null outside a pod."),
         container_id: Option<String> => opt_str_col("Container runtime's id (64 hex digits), from the cgroup path; null outside a container."),
-        slurm_job: Option<String> => opt_str_col("Slurm job id, from the cgroup path (`job_<id>` of slurmstepd's cgroup tree, v2 or v1); null outside a Slurm job."),
+        slurm_job: Option<String> => opt_str_col("Slurm job id, from the cgroup path (`job_<id>` of slurmstepd's cgroup v2 tree; a Slurm that uses cgroup v1 only leaves no job in the v2 path); null outside a Slurm job."),
         family: &'static str => str_col("`ipv4` or `ipv6` (IPv4-mapped IPv6 peers are shown as IPv4)."),
         local_addr: String => str_col("Local IP address, text form."),
         local_port: u16 => u16_col("", "Local TCP port."),

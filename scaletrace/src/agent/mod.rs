@@ -80,6 +80,10 @@ pub fn run(args: AgentArgs) -> Result<()> {
     if args.rotate_interval < Duration::from_millis(100) {
         bail!("--rotate-interval must be at least 100ms");
     }
+    if args.record.bench_source_pid.is_some() {
+        // a node service must never turn a process's syscalls into fake RTT samples
+        bail!("--bench-source-pid is for benchmarks with `scaletrace record`, not for the agent");
+    }
     let out = args.record.out.clone();
     std::fs::create_dir_all(&out)
         .map_err(|e| anyhow::anyhow!("--out {}: cannot create it: {e}", out.display()))?;

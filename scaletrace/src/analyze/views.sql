@@ -1463,17 +1463,33 @@ CREATE OR REPLACE MACRO st_next_check(kind, blamed, on_host, rank_no) AS
 -- The jobs each host's data flows and RDMA QPs belong to, from the cgroups of their sockets
 -- and processes: the Slurm job (`slurm_job`), else the Kubernetes pod (`pod_uid`). A finding
 -- about a host names them ("job 4121: ..."): on a cluster that runs many jobs, whose slowdown
--- it is. Null where nothing carries a label (a recording made before these columns, processes
--- outside any job).
+-- it is. The three that moved the most bytes, then how many more. Null where nothing carries a
+-- label (a recording made before these columns, processes outside any job).
 CREATE OR REPLACE VIEW st_host_job AS
 WITH labelled AS (
-    SELECT f.host, coalesce('job ' || f.slurm_job, 'pod ' || f.pod_uid) AS job
+    SELECT f.host, coalesce('job ' || f.slurm_job, 'pod ' || f.pod_uid) AS job,
+           coalesce(f.bytes_sent, 0) + coalesce(f.bytes_received, 0) AS bytes
     FROM flows f JOIN st_data_flow d USING (host, flow_id)
     UNION ALL
-    SELECT host, coalesce('job ' || slurm_job, 'pod ' || pod_uid) FROM qps)
-SELECT host, string_agg(DISTINCT job, ', ' ORDER BY job) AS job
-FROM labelled WHERE job IS NOT NULL
+    SELECT host, coalesce('job ' || slurm_job, 'pod ' || pod_uid), 0 FROM qps),
+per_job AS (
+    SELECT host, job, sum(bytes) AS bytes FROM labelled WHERE job IS NOT NULL GROUP BY host, job),
+ranked AS (
+    SELECT *, row_number() OVER (PARTITION BY host ORDER BY bytes DESC, job) AS n,
+           count(*) OVER (PARTITION BY host) AS jobs
+    FROM per_job)
+SELECT host, string_agg(job, ', ' ORDER BY n)
+             || CASE WHEN max(jobs) > 3 THEN printf(' and %d more', max(jobs) - 3) ELSE '' END AS job
+FROM ranked WHERE n <= 3
 GROUP BY host;
+
+-- The job of one flow (`st_flow.flow_label`): a finding about a flow names its own job, not
+-- every job of its host.
+CREATE OR REPLACE VIEW st_flow_job AS
+SELECT fl.flow_label, any_value(coalesce('job ' || f.slurm_job, 'pod ' || f.pod_uid)) AS job
+FROM st_flow fl JOIN flows f USING (host, flow_id)
+WHERE coalesce(f.slurm_job, f.pod_uid) IS NOT NULL
+GROUP BY fl.flow_label;
 
 CREATE OR REPLACE VIEW st_finding AS
 -- Ranks that arrived last, each with its own work per training step against the other ranks'
@@ -1704,7 +1720,8 @@ a AS (
            'arrived last without more work of its own than the other ranks: held up by something else, not a straggler' AS withheld
     FROM late_rank WHERE held_up)
 SELECT a.category, a.scope, row_number() OVER (PARTITION BY a.category, a.scope ORDER BY a.withheld IS NOT NULL, a.score DESC, a.subject) AS rank_in_scope,
-       a.subject, a.host, hj.job, a.rank, a.score, a.time_lost_s, coalesce(hj.job || ': ', '') || a.summary AS summary,
+       a.subject, a.host, coalesce(fj.job, hj.job) AS job, a.rank, a.score, a.time_lost_s,
+       coalesce(coalesce(fj.job, hj.job) || ': ', '') || a.summary AS summary,
        a.first_seen, a.last_seen, a.first_step, a.seen_when, a.next_check,
        coalesce(a.withheld, CASE WHEN a.category IN ('latency', 'contention') AND lost.timed AND NOT lost.job_lost_time
                                       AND (a.category <> 'latency' OR coalesce(w.share, 0) >= 0.5)
@@ -1712,6 +1729,7 @@ SELECT a.category, a.scope, row_number() OVER (PARTITION BY a.category, a.scope 
 FROM a CROSS JOIN lost
 LEFT JOIN flow_in_span w ON a.category = 'latency' AND w.host = a.host AND w.flow_label = a.subject
 LEFT JOIN st_host_job hj ON hj.host = a.host
+LEFT JOIN st_flow_job fj ON a.scope IN ('flow', 'tail_outlier') AND fj.flow_label = a.subject
 -- ranks waiting for each other is how synchronous training works: without lost time it is not
 -- even worth a line (a clean 6-rank gloo job's fastest rank waits ~30 % of every step)
 WHERE NOT (a.category = 'sync_amplification' AND lost.timed AND NOT lost.job_lost_time)

@@ -230,7 +230,7 @@ pub const RING_DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_m
 /// The eBPF programs wake the loader only once a quarter of the ring buffer is in use (below
 /// that, the drain timer collects the events): a wakeup per event cost more than the per-ACK
 /// work itself. Three quarters stay free for the events that arrive while the loader wakes up;
-/// at the default 8 MiB that is ~100 k events.
+/// at the default 8 MiB that is ~60 k RTT samples.
 fn ring_wakeup_bytes(ring_buffer_kib: u32) -> u64 {
     u64::from(ring_buffer_kib) * 1024 / 4
 }

@@ -364,6 +364,9 @@ async fn event_loop(
                 rotation.survive_disk_full(sinks, sampled)?;
             }
             _ = tick.tick() => {
+                // what waits in the ring belongs to the interval a rotation below closes
+                let drained = sinks.drain(ring_records(ring.get_mut()));
+                rotation.survive_disk_full(sinks, drained)?;
                 let counters = maps.counters()?;
                 let now = now_ns(libc::CLOCK_MONOTONIC) as u64;
                 let swept = sinks.sweep_unsent_flows(maps, &counters, now);
