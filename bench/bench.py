@@ -199,6 +199,13 @@ def bpf_program_stats(ours=("scaletrace_sock", "tcp_retransmit_", "tcp_retransmi
     return out
 
 
+def bpf_ns_per_run(before, after):
+    """Mean eBPF time per program run between two `bpf_program_stats` readings."""
+    ns = sum(v["run_time_ns"] - before.get(k, {}).get("run_time_ns", 0) for k, v in after.items())
+    runs = sum(v["run_cnt"] - before.get(k, {}).get("run_cnt", 0) for k, v in after.items())
+    return ns / max(runs, 1)
+
+
 def build_storm(work):
     """The synthetic uprobe source: a stand-in libnccl and a program that calls it in a loop."""
     here = os.path.dirname(os.path.abspath(__file__))
@@ -232,12 +239,10 @@ def uprobe_steps(work, rates, seconds):
             cpu = cpu_seconds(rec.proc.pid)
             assert rec.stop() == 0, rec.stderr
             rows, drops = rec.query("SELECT nccl_calls, ring_drops_nccl FROM capture")[0]
-            bpf_ns = sum(v["run_time_ns"] - before.get(k, {}).get("run_time_ns", 0) for k, v in after.items())
-            bpf_runs = sum(v["run_cnt"] - before.get(k, {}).get("run_cnt", 0) for k, v in after.items())
             step = {"ring_kib": ring_kib, "target_calls_per_s": rate, "calls_per_s": calls / elapsed,
                     "events_per_s": rows / elapsed, "ring_drops": drops, "events_lost_share": drops / max(calls, 1),
                     "traced_ns_per_call": ns, "added_ns_per_call": ns - base_ns,
-                    "bpf_ns_per_run": bpf_ns / max(bpf_runs, 1), "loader_cpu_seconds": cpu}
+                    "bpf_ns_per_run": bpf_ns_per_run(before, after), "loader_cpu_seconds": cpu}
             out["steps"].append(step)
             print(f"uprobe step {step}", file=sys.stderr)
     finally:
@@ -278,10 +283,8 @@ def syscall_storm(exe, rate, seconds, work=None):
         cpu = cpu_seconds(rec.proc.pid)
     finally:
         assert rec.stop() == 0, rec.stderr
-    bpf_ns = sum(v["run_time_ns"] - before.get(k, {}).get("run_time_ns", 0) for k, v in after.items())
-    bpf_runs = sum(v["run_cnt"] - before.get(k, {}).get("run_cnt", 0) for k, v in after.items())
     captured = rec.query("SELECT rtt_samples, ring_drops_rtt FROM capture")[0]
-    return calls, ns_per_call, elapsed, captured, cpu, bpf_ns / max(bpf_runs, 1)
+    return calls, ns_per_call, elapsed, captured, cpu, bpf_ns_per_run(before, after)
 
 
 def syscall_steps(work, rates, seconds):
