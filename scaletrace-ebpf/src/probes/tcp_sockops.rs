@@ -331,14 +331,7 @@ fn refresh_reordering(ops: *const aya_ebpf::bindings::bpf_sock_ops, flow: &mut F
         flow.reord_seen = NOT_MEASURED;
         return;
     }
-    // SAFETY: a ctx field load, unconditional and straight from the ctx pointer (see
-    // `sockops_tuple`); the verifier types it as a socket pointer or null.
-    let sk = unsafe { core::ptr::read_volatile(&(*ops).__bindgen_anon_2.sk) };
-    if sk.is_null() {
-        return;
-    }
-    // SAFETY: the helper takes any socket pointer and returns the tcp_sock or null.
-    let tcp_sock = unsafe { bpf_skc_to_tcp_sock(sk as *mut _) } as *const u8;
+    let tcp_sock = full_socket(ops);
     if tcp_sock.is_null() {
         return;
     }
@@ -363,21 +356,24 @@ fn socket_cgroup_id(ops: *const aya_ebpf::bindings::bpf_sock_ops) -> u64 {
     {
         return 0;
     }
+    // a tcp_sock starts with its struct sock
+    let cgroup = kernel_u64(full_socket(ops), cgroup_at) as *const u8;
+    let kn = kernel_u64(cgroup, kn_at) as *const u8;
+    kernel_u64(kn, id_at)
+}
+
+/// The context's socket as the kernel's `struct tcp_sock` (which starts with its `struct sock`),
+/// for reads at BTF offsets of what `bpf_sock_ops` does not carry; null when there is none.
+#[inline(always)]
+fn full_socket(ops: *const aya_ebpf::bindings::bpf_sock_ops) -> *const u8 {
     // SAFETY: a ctx field load, unconditional and straight from the ctx pointer (see
     // `sockops_tuple`); the verifier types it as a socket pointer or null.
     let sk = unsafe { core::ptr::read_volatile(&(*ops).__bindgen_anon_2.sk) };
     if sk.is_null() {
-        return 0;
+        return core::ptr::null();
     }
-    // SAFETY: the helper takes any socket pointer and returns the full socket (a tcp_sock
-    // starts with its struct sock) or null.
-    let sock = unsafe { bpf_skc_to_tcp_sock(sk as *mut _) } as *const u8;
-    if sock.is_null() {
-        return 0;
-    }
-    let cgroup = kernel_u64(sock, cgroup_at) as *const u8;
-    let kn = kernel_u64(cgroup, kn_at) as *const u8;
-    kernel_u64(kn, id_at)
+    // SAFETY: the helper takes any socket pointer and returns the tcp_sock or null.
+    unsafe { bpf_skc_to_tcp_sock(sk as *mut _) as *const u8 }
 }
 
 /// The u64 at `offset` in the kernel struct at `base` (a pointer or an id); 0 when `base` is

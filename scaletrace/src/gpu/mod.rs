@@ -4,6 +4,7 @@ pub mod nvml_source;
 pub mod topology;
 
 use std::{
+    collections::HashMap,
     path::{Path, PathBuf},
     sync::{
         atomic::{AtomicBool, Ordering},
@@ -18,6 +19,7 @@ use anyhow::{Context as _, Result};
 use crate::{
     clock::now_ns,
     columns::Table as _,
+    job_labels::{self, JobLabels},
     parquet_sink::TableWriter,
     tables::{GpuDeviceRow, GpuProcessRow, GpuSampleRow},
 };
@@ -80,6 +82,10 @@ pub struct Sampler<S: GpuSource> {
     last_process_us: Vec<u64>,
     /// Previous NVLink reading per GPU, to turn counters into rates.
     last_nvlink: Vec<Option<NvlinkReading>>,
+    /// Job labels of the GPU processes of the last sample: `/proc/PID/cgroup` is read once per
+    /// process, not at every sample. A pid missing from a sample is forgotten, so a pid that
+    /// is reused later is read again.
+    process_jobs: HashMap<u32, JobLabels>,
 }
 
 impl<S: GpuSource> Sampler<S> {
@@ -89,6 +95,7 @@ impl<S: GpuSource> Sampler<S> {
         Ok(Sampler {
             last_process_us: vec![now_us; devices.len()],
             last_nvlink: vec![None; devices.len()],
+            process_jobs: HashMap::new(),
             source,
             host: host.into(),
             devices,
@@ -128,6 +135,7 @@ impl<S: GpuSource> Sampler<S> {
     pub fn sample(&mut self, now: i64) -> (Vec<GpuSampleRow>, Vec<GpuProcessRow>) {
         let mut samples = Vec::with_capacity(self.devices.len());
         let mut processes = Vec::new();
+        let mut jobs_seen = HashMap::new();
         for (slot, d) in self.devices.iter().enumerate() {
             let m = self.source.metrics(d.index);
             let previous = self.last_nvlink[slot].replace((now, m.nvlink_tx_kib, m.nvlink_rx_kib));
@@ -164,7 +172,14 @@ impl<S: GpuSource> Sampler<S> {
             });
             for p in self.source.processes(d.index, self.last_process_us[slot]) {
                 self.last_process_us[slot] = self.last_process_us[slot].max(p.timestamp_us);
-                let job = crate::job_labels::of_pid(p.pid);
+                let job = jobs_seen
+                    .entry(p.pid)
+                    .or_insert_with(|| {
+                        self.process_jobs
+                            .remove(&p.pid)
+                            .unwrap_or_else(|| job_labels::of_pid(p.pid))
+                    })
+                    .clone();
                 processes.push(GpuProcessRow {
                     host: self.host.clone(),
                     ts: (p.timestamp_us * 1000) as i64,
@@ -179,6 +194,7 @@ impl<S: GpuSource> Sampler<S> {
                 });
             }
         }
+        self.process_jobs = jobs_seen;
         (samples, processes)
     }
 }
@@ -392,6 +408,53 @@ mod tests {
             (rows[0].nvlink_rx_bytes_per_s, rows[1].nvlink_tx_bytes_per_s),
             (None, None)
         );
+    }
+
+    /// One GPU whose process list the test sets.
+    struct ListedProcesses(std::cell::RefCell<Vec<u32>>);
+
+    impl GpuSource for ListedProcesses {
+        fn devices(&self) -> Result<Vec<GpuInfo>> {
+            Ok(vec![GpuInfo::default()])
+        }
+        fn metrics(&self, _: u32) -> GpuMetrics {
+            GpuMetrics::default()
+        }
+        fn processes(&self, _: u32, since_us: u64) -> Vec<ProcessUtil> {
+            let pids = self.0.borrow();
+            pids.iter()
+                .map(|&pid| ProcessUtil {
+                    pid,
+                    timestamp_us: since_us + 1,
+                    sm_util_pct: 1,
+                    mem_util_pct: 1,
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_gpu_process_job_is_read_once_and_forgotten_when_it_leaves() {
+        let own = std::process::id();
+        let source = ListedProcesses(std::cell::RefCell::new(vec![own]));
+        let mut s = Sampler::new(source, "n1").unwrap();
+        let (_, procs) = s.sample(1);
+        assert_eq!(procs[0].cgroup, job_labels::of_pid(own).cgroup);
+        // Later samples take the labels from the cache: a planted entry shows it is not reread.
+        let planted = JobLabels {
+            cgroup: Some("/planted".into()),
+            ..JobLabels::default()
+        };
+        s.process_jobs.insert(own, planted);
+        let (_, procs) = s.sample(2);
+        assert_eq!(procs[0].cgroup.as_deref(), Some("/planted"));
+        // A sample without the process forgets it: its pid, if reused, is read again.
+        s.source.0.borrow_mut().clear();
+        s.sample(3);
+        assert!(s.process_jobs.is_empty());
+        s.source.0.borrow_mut().push(own);
+        let (_, procs) = s.sample(4);
+        assert_eq!(procs[0].cgroup, job_labels::of_pid(own).cgroup);
     }
 
     #[test]

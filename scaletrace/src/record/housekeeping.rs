@@ -5,8 +5,12 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Result;
+use aya::maps::{MapData, RingBuf};
 
-use super::{sinks::Sinks, KernelCounters, KernelTables};
+use super::{
+    sinks::{ring_records, Sinks},
+    KernelCounters, KernelTables,
+};
 use crate::{
     gpu::{GpuOutput, GpuRecorder},
     probe::Hooks,
@@ -71,6 +75,12 @@ impl Rotation<'_> {
             }
             _ => Err(e),
         }
+    }
+
+    /// Everything waiting in the ring into the sinks (a full disk survived as above).
+    pub fn drain_ring(&mut self, sinks: &mut Sinks, ring: &mut RingBuf<MapData>) -> Result<()> {
+        let drained = sinks.drain(ring_records(ring));
+        self.survive_disk_full(sinks, drained)
     }
 
     /// The housekeeping period.

@@ -346,13 +346,11 @@ async fn event_loop(
         tokio::select! {
             guard = ring.readable_mut() => {
                 let mut guard = guard.context("waiting on the ring buffer")?;
-                let drained = sinks.drain(ring_records(guard.get_inner_mut()));
-                rotation.survive_disk_full(sinks, drained)?;
+                rotation.drain_ring(sinks, guard.get_inner_mut())?;
                 guard.clear_ready();
             }
             _ = ring_drain.tick() => {
-                let drained = sinks.drain(ring_records(ring.get_mut()));
-                rotation.survive_disk_full(sinks, drained)?;
+                rotation.drain_ring(sinks, ring.get_mut())?;
             }
             guard = ebpf_log_ready(&mut ebpf_log) => {
                 let mut guard = guard.context("waiting on the eBPF log")?;
@@ -365,8 +363,7 @@ async fn event_loop(
             }
             _ = tick.tick() => {
                 // what waits in the ring belongs to the interval a rotation below closes
-                let drained = sinks.drain(ring_records(ring.get_mut()));
-                rotation.survive_disk_full(sinks, drained)?;
+                rotation.drain_ring(sinks, ring.get_mut())?;
                 let counters = maps.counters()?;
                 let now = now_ns(libc::CLOCK_MONOTONIC) as u64;
                 let swept = sinks.sweep_unsent_flows(maps, &counters, now);
