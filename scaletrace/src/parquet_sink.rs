@@ -161,6 +161,8 @@ impl<T: Table> TableWriter<T> {
 /// A table's open file, whatever its rows: what the end of an interval does with every file
 /// (count, stamp, close or drop it), so that a recording lists its files once.
 pub trait OpenTable {
+    /// The table's name (`table=` in the Hive layout).
+    fn table(&self) -> &'static str;
     fn rows(&self) -> u64;
     fn bytes(&self) -> u64;
     fn append_metadata(&mut self, key: &str, value: String);
@@ -169,6 +171,9 @@ pub trait OpenTable {
 }
 
 impl<T: Table> OpenTable for TableWriter<T> {
+    fn table(&self) -> &'static str {
+        T::NAME
+    }
     fn rows(&self) -> u64 {
         TableWriter::rows(self)
     }

@@ -21,11 +21,26 @@ Query a table across runs and nodes with one glob, e.g. in DuckDB:
 rotation interval: `SPOOL/table=<table>/date=<YYYY-MM-DD>/hour=<0-23>/host=<host>/part-<run-id>-<seq>.parquet`
 (date and hour of the interval's start, UTC, the hour without a leading zero so that DuckDB reads it as a number; intervals end at every UTC hour, so rows written
 in one hour stay in that hour's partition; events drained within moments of the boundary can sit
-in the neighbouring one). Tables without rows in an interval get no file. The same tree is
+in the neighbouring one). A table without rows in an interval gets no file, except in a run's
+first interval (or its last, for the snapshot tables of a run that never rotated): every table
+of a run has a file with its schema, so engines that infer a table from its files find every
+table (the GPU tables too, empty on a node where no GPU was sampled). The same tree is
 uploaded below the `--upload` prefix. Read a fleet with one glob and let DuckDB prune partitions:
 `SELECT * FROM read_parquet('SPOOL/table=rtt/**/*.parquet', hive_partitioning = true) WHERE host = 'gpu-07' AND hour = 22`.
 Each interval has its own `capture` row (`start`/`end` are the interval's, counters are for the
 interval) and its own `interfaces` rows.
+
+Other engines read the same tree (tested on an agent's spool with pyarrow 26, Polars 2.1 and
+PySpark 4.3 in local mode; each gives the same rows as DuckDB):
+- pyarrow: `pyarrow.dataset.dataset('SPOOL/table=rtt', format='parquet', partitioning='hive')`.
+- Polars: `pl.scan_parquet('SPOOL/table=rtt/**/*.parquet', hive_partitioning=True)`.
+- Spark: `spark.read.option('pathGlobFilter', '*.parquet').parquet('SPOOL/table=rtt')`
+  with `spark.sql.legacy.parquet.nanosAsLong=true` in the session: Spark refuses nanosecond
+  timestamps (`PARQUET_TYPE_ILLEGAL`) without it, and with it reads them as `bigint`
+  nanoseconds since the epoch, exact (`timestamp_micros(ts DIV 1000)` makes a timestamp).
+  Spark reads the unsigned 64-bit columns (`flow_id`, byte counters) as `decimal(20,0)`,
+  exact, and unsigned 32-bit ones as `bigint`. The glob filter skips the `.parquet.partial`
+  files of a spool that is being written (an uploaded store has none).
 
 ## Time
 

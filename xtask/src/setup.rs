@@ -9,8 +9,9 @@ use crate::run;
 /// for the namespace tests (ip, tc, iptables, sysctl; taskset and setpriv are in util-linux),
 /// libibverbs (library and headers: the verbs uprobe tests), a C compiler, and pip for the
 /// Python test tools; headless Chromium renders the `analyze` HTML report in its test;
-/// libfaketime steps the wall clock of one agent in the clock-step test.
-const APT_PACKAGES: [&str; 10] = [
+/// libfaketime steps the wall clock of one agent in the clock-step test; a Java runtime runs
+/// Spark (PySpark), one of the engines the store-readers test reads an agent's spool with.
+const APT_PACKAGES: [&str; 11] = [
     "llvm-22-dev",
     "libibverbs-dev",
     "gcc",
@@ -21,6 +22,7 @@ const APT_PACKAGES: [&str; 10] = [
     "python3-pip",
     "chromium",
     "libfaketime",
+    "default-jre-headless",
 ];
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 
@@ -154,19 +156,24 @@ fn bpf_linker() -> Result<()> {
 
 /// DuckDB reads the Parquet in tests; the NCCL wheel ships a real libnccl.so for the uprobe
 /// tests (about 350 MB, no GPU needed); moto is the S3 server of the export tests; Pillow
-/// checks the report screenshots; prometheus-client's parser reads the agent's textfile.
-const PYTHON_PACKAGES: [&str; 6] = [
+/// checks the report screenshots; prometheus-client's parser reads the agent's textfile;
+/// pyarrow, Polars and PySpark (about 450 MB) are the other engines that must read the store
+/// (the versions docs/schema.md names as tested).
+const PYTHON_PACKAGES: [&str; 9] = [
     "duckdb",
     "pytest",
     "nvidia-nccl-cu12",
     "moto[server]",
     "pillow",
     "prometheus-client",
+    "pyarrow>=26,<27",
+    "polars>=2.1,<3",
+    "pyspark>=4.3,<5",
 ];
 
 fn python_test_tools() -> Result<()> {
     pip_install(
-        "import duckdb, pytest, nvidia.nccl, moto.server, boto3, PIL, prometheus_client",
+        "import duckdb, pytest, nvidia.nccl, moto.server, boto3, PIL, prometheus_client, pyarrow, polars, pyspark",
         &PYTHON_PACKAGES,
         "",
     )

@@ -266,6 +266,21 @@ impl GpuRecorder {
     }
 }
 
+/// The GPU tables with no rows, for a run that samples no GPU: every table of a run has a file
+/// with its schema (engines such as Spark and Polars infer a table from its files), and an empty
+/// `gpu_devices` says "no GPU sampled" where a missing one could be a lost file.
+pub fn write_empty_tables(o: &GpuOutput) -> Result<()> {
+    fn empty<T: crate::columns::Table>(o: &GpuOutput) -> Result<()> {
+        TableWriter::<T>::create_at(o.layout.root(), o.layout.path(T::NAME), &o.metadata)?
+            .close()
+            .with_context(|| format!("writing the empty {}", T::NAME))?;
+        Ok(())
+    }
+    empty::<GpuDeviceRow>(o)?;
+    empty::<GpuSampleRow>(o)?;
+    empty::<GpuProcessRow>(o)
+}
+
 /// The sampling loop: writes devices once, then samples until `stop`.
 pub fn record_gpus<S: GpuSource>(
     sampler: &mut Sampler<S>,

@@ -180,6 +180,11 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
             }
         }
     };
+    if gpus.is_none() {
+        if let Err(e) = crate::gpu::write_empty_tables(&gpu_output) {
+            log::warn!("{e:#}");
+        }
+    }
     let mut housekeeping = match housekeeping {
         Some(start) => Some(start(Session {
             host: &node.hostname,

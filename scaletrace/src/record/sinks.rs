@@ -155,6 +155,10 @@ pub struct Sinks {
     sweep: SweepState,
     /// Files completed so far (every table, every interval).
     pub files_closed: u64,
+    /// Tables with a completed file in this run. The Hive layout skips an interval's empty
+    /// files, except a table's first: every table of a run is then a file with its schema,
+    /// which engines that infer a table's schema from its files need (Spark, Polars).
+    tables_on_disk: std::collections::HashSet<&'static str>,
 }
 
 impl Sinks {
@@ -213,6 +217,7 @@ impl Sinks {
             accounting: Accounting::new(),
             disk_full: false,
             files_closed: 0,
+            tables_on_disk: Default::default(),
             metadata,
         })
     }
@@ -617,20 +622,25 @@ impl Sinks {
             ),
             ("scaletrace.ring_drops", capture.ring_drops.to_string()),
         ];
-        // The agent writes a file per table and interval: empty ones would only add files.
+        // The agent writes a file per table and interval: empty ones would only add files,
+        // once the table has one.
         let skip_empty = matches!(layout, Layout::Hive { .. });
         macro_rules! close {
             ($w:expr) => {{
                 let mut w: Box<dyn OpenTable> = $w;
-                if skip_empty && w.rows() == 0 {
+                if skip_empty && w.rows() == 0 && self.tables_on_disk.contains(w.table()) {
                     w.abandon();
                 } else {
                     for (k, v) in &end_meta {
                         w.append_metadata(k, v.clone());
                     }
                     let rows = w.rows();
+                    let table = w.table();
                     match w.close() {
-                        Ok(_) => self.files_closed += 1,
+                        Ok(_) => {
+                            self.files_closed += 1;
+                            self.tables_on_disk.insert(table);
+                        }
                         Err(e) => {
                             // counted in the next interval's capture row
                             if crate::parquet_sink::is_disk_full(&e) {
@@ -677,6 +687,14 @@ impl Sinks {
             // rotations only: at the end of the run open flows go to `flows` (`open_at_end`)
             table!(FlowSnapshotRow, snapshots.flows);
             table!(QpSnapshotRow, snapshots.qps);
+        } else {
+            // ... but a run without a rotation still has the tables, empty
+            if !self.tables_on_disk.contains(FlowSnapshotRow::NAME) {
+                table!(FlowSnapshotRow, Vec::<FlowSnapshotRow>::new());
+            }
+            if !self.tables_on_disk.contains(QpSnapshotRow::NAME) {
+                table!(QpSnapshotRow, Vec::<QpSnapshotRow>::new());
+            }
         }
         if let Some(rows) = qp_traffic {
             table!(QpTrafficRow, rows);
@@ -1182,13 +1200,45 @@ mod tests {
             column(dir.path(), "flow_snapshots", "bytes_sent_delta"),
             [1_000, 2_000]
         );
-        // a table without rows in an interval leaves no file in the agent's layout
-        let rtt_files =
-            walkdir::WalkDir::new(dir.path().join(crate::layout::hive_table_dir("rtt")))
-                .into_iter()
-                .filter_map(|e| e.ok())
-                .filter(|e| e.file_type().is_file())
-                .count();
-        assert_eq!(rtt_files, 2);
+        // a table without rows in an interval leaves no file in the agent's layout, once it
+        // has one: a table that never had a row is one empty file, from the first interval
+        assert_eq!(hive_files(dir.path(), "rtt"), 2);
+        assert_eq!(hive_files(dir.path(), "retransmits"), 1);
+        assert_eq!(hive_files(dir.path(), "qp_snapshots"), 1);
+        assert_eq!(column(dir.path(), "retransmits", "flow_id"), [0u64; 0]);
+    }
+
+    #[test]
+    fn a_run_that_never_rotated_still_has_every_table_of_the_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let sinks = sinks(Layout::Hive {
+            root: dir.path().to_path_buf(),
+            host: "node7".into(),
+            run_id: "run".into(),
+            seq: 0,
+            start_utc_ns: now_ns(libc::CLOCK_REALTIME),
+        });
+        let mut kernel = FakeKernel::default();
+        sinks
+            .finish(Vec::new(), &mut kernel, &Hooks::default())
+            .unwrap();
+        for table in [
+            "flows",
+            "rtt",
+            "flow_snapshots",
+            "qp_snapshots",
+            "qp_traffic",
+        ] {
+            assert_eq!(hive_files(dir.path(), table), 1, "{table}");
+        }
+    }
+
+    /// Completed files of `table` in a Hive tree.
+    fn hive_files(root: &Path, table: &str) -> usize {
+        walkdir::WalkDir::new(root.join(crate::layout::hive_table_dir(table)))
+            .into_iter()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_file() && e.path().extension() == Some("parquet".as_ref()))
+            .count()
     }
 }
