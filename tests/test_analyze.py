@@ -335,6 +335,23 @@ def test_missing_tables_are_reported_not_fatal(tmp_path):
     assert "Loss bursts: 1 finding(s)" in proc.stderr
 
 
+def test_an_empty_gpu_devices_table_is_no_locality_verdict(tmp_path):
+    # The recorders write gpu_devices empty where NVML found no GPU (an agent container without
+    # the NVIDIA runtime): a table with no GPU says nothing about locality.
+    traces = scenarios.generate(str(tmp_path / "fleet"), ["wrong_numa"])
+    con = duckdb.connect()
+    for node in os.listdir(traces):
+        directory = os.path.join(traces, node, "gpu_devices")
+        for name in os.listdir(directory):
+            path = os.path.join(directory, name)
+            con.execute(f"CREATE OR REPLACE TABLE empty AS SELECT * FROM read_parquet('{path}') WHERE false")
+            con.execute(f"COPY empty TO '{path}' (FORMAT parquet)")
+    proc = analyze(traces, "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    assert "not analyzed: locality (no GPU in gpu_devices: the recorders' NVML sampled none)" in proc.stderr, proc.stderr
+    assert "GPU-NIC locality:" not in proc.stderr, proc.stderr
+
+
 def test_bad_input_is_one_line_and_nonzero(tmp_path):
     for args, expected in [
         ([str(tmp_path / "nope")], "no such file or directory"),

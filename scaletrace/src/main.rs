@@ -18,14 +18,13 @@ mod job_labels;
 mod kernel_btf;
 mod kineto;
 mod layout;
+mod libraries;
 mod merge;
 mod nccl;
 mod netlink;
 mod netns_names;
 mod nic;
 mod node;
-#[cfg(test)]
-mod parquet_read;
 mod parquet_sink;
 mod probe;
 mod qp_counters;

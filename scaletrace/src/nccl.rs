@@ -1,5 +1,4 @@
-//! NCCL uprobes: finding libnccl, attaching to its public API, and naming what the probes saw.
-use std::path::{Path, PathBuf};
+//! NCCL: naming what the uprobes on its public API saw (the libraries are found in `libraries.rs`).
 
 use scaletrace_common::*;
 
@@ -99,34 +98,6 @@ pub fn call_row(e: &NcclCallEvent, host: &str, utc: impl Fn(u64) -> i64) -> Nccl
     }
 }
 
-/// Libraries whose file name starts with `prefix` mapped by a running process (/proc/PID/maps).
-pub fn mapped_libraries(maps: &str, prefix: &str) -> Vec<PathBuf> {
-    let mut libs: Vec<PathBuf> = maps
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .filter(|p| {
-            Path::new(p)
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(prefix))
-        })
-        .map(PathBuf::from)
-        .collect();
-    libs.sort();
-    libs.dedup();
-    libs
-}
-
-/// A library in the dynamic linker's cache (`ldconfig -p`).
-pub fn library_from_ldconfig(ldconfig_output: &str, soname: &str) -> Option<PathBuf> {
-    ldconfig_output
-        .lines()
-        .filter(|l| l.trim_start().starts_with(soname))
-        .filter_map(|l| l.rsplit("=> ").next())
-        .map(|p| PathBuf::from(p.trim()))
-        .next()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,24 +157,5 @@ mod tests {
         };
         let r = call_row(&send, "n", |m| m as i64);
         assert_eq!((r.peer, r.bytes, r.red_op), (Some(1), Some(20), None));
-    }
-
-    #[test]
-    fn finds_libraries() {
-        let maps = "7f00-7f01 r-xp 00000000 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6\n\
-                    7f02-7f03 r-xp 00000000 08:01 2 /opt/venv/nvidia/nccl/lib/libnccl.so.2\n\
-                    7f04-7f05 r--p 00010000 08:01 2 /opt/venv/nvidia/nccl/lib/libnccl.so.2\n\
-                    7f06-7f07 rw-p 00000000 00:00 0\n";
-        assert_eq!(
-            mapped_libraries(maps, "libnccl.so"),
-            vec![PathBuf::from("/opt/venv/nvidia/nccl/lib/libnccl.so.2")]
-        );
-        assert!(mapped_libraries(maps, "libibverbs.so").is_empty());
-        let ld = "\t2 libs found in cache\n\tlibnccl.so.2 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnccl.so.2\n";
-        assert_eq!(
-            library_from_ldconfig(ld, "libnccl.so"),
-            Some(PathBuf::from("/usr/lib/x86_64-linux-gnu/libnccl.so.2"))
-        );
-        assert_eq!(library_from_ldconfig("0 libs found", "libnccl.so"), None);
     }
 }

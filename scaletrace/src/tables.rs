@@ -271,10 +271,11 @@ table! {
 }
 
 table! {
-    /// One GPU of the node, recorded once per run, with its nearest NIC.
+    /// One GPU of the node, recorded once per run or file interval, with its nearest NIC.
     pub struct GpuDeviceRow in "gpu_devices" {
-        description: "The node's GPUs (NVML), once per run, with the NIC nearest to each in the PCIe \
-        tree: GPU-NIC locality is a classic cause of one slow rank.",
+        description: "The node's GPUs (NVML), once per run (`agent`: once per file interval, so every \
+        hour partition has them), with the NIC nearest to each in the PCIe tree: GPU-NIC locality \
+        is a classic cause of one slow rank. Empty where NVML found no GPU.",
         host: String => str_col("Node hostname."),
         run_id: String => str_col("Run of `scaletrace record`."),
         index: u32 => u32_col("", "NVML device index."),
@@ -499,7 +500,8 @@ table! {
     /// One address of one network interface of the node, once per run.
     pub struct InterfaceRow in "interfaces" {
         description: "The node's network interfaces and their addresses (in the recorder's network \
-        namespace), once per run: joins a flow's `local_addr` to the NIC that carried it.",
+        namespace), once per run (`agent`: once per file interval): joins a flow's `local_addr` to the \
+        NIC that carried it.",
         host: String => str_col("Node hostname."),
         run_id: String => str_col("Run of `scaletrace record`."),
         name: String => str_col("Interface name, e.g. `eth0`, `ib0`."),

@@ -14,7 +14,6 @@ use super::{
 };
 use crate::{
     clock::now_ns,
-    gpu::{GpuOutput, GpuRecorder},
     probe::Hooks,
     record::{Housekeeping, KernelCounters, KernelTables, Session, Sinks},
 };
@@ -59,7 +58,6 @@ pub struct Service {
     eviction: EvictionPace,
     settings: AgentSettings,
     spool: Spool,
-    gpu_output: GpuOutput,
     started: Instant,
     last_rotation: Instant,
     rotations: u64,
@@ -77,11 +75,7 @@ pub struct Service {
 
 impl Service {
     pub fn start(run: AgentRun, session: Session<'_>) -> Result<Self> {
-        let Session {
-            host,
-            run_id,
-            gpu_output,
-        } = session;
+        let Session { host, run_id } = session;
         let upload_target = run.spool.target.as_ref().map(|t| t.description.clone());
         let (spool_root, spool_host) = (run.spool.root.clone(), run.spool.host.clone());
         let spool = Spool::start(run.spool)?;
@@ -96,7 +90,6 @@ impl Service {
             eviction: EvictionPace::new(),
             settings: run.settings,
             spool,
-            gpu_output,
             started: Instant::now(),
             last_rotation: Instant::now(),
             rotations: 0,
@@ -161,7 +154,6 @@ impl Housekeeping for Service {
         counters: &KernelCounters,
         maps: &dyn KernelTables,
         hooks: &Hooks,
-        gpus: &mut Option<GpuRecorder>,
     ) -> Result<()> {
         if sinks.waiting_for_space() {
             // space may have come back by itself (an upload, an operator): delete only when
@@ -189,17 +181,6 @@ impl Housekeeping for Service {
             self.eviction = EvictionPace::new();
             self.rotations += 1;
             self.last_rotation = Instant::now();
-            if let Some(g) = gpus.take() {
-                if let Err(e) = g.finish() {
-                    log::warn!("GPU sampling: {e:#}");
-                }
-                let mut output = self.gpu_output.clone();
-                output.layout = sinks.layout().clone();
-                match GpuRecorder::start(output) {
-                    Ok(g) => *gpus = Some(g),
-                    Err(why) => log::warn!("GPU sampling stopped at rotation: {why}"),
-                }
-            }
         }
         if self.last_health.elapsed() >= HEALTH_EVERY {
             let stats: Arc<SpoolStats> = self.spool.stats.clone();

@@ -381,6 +381,8 @@ pub struct Overview {
     pub gpu_events: i64,
     /// RDMA devices with port or hardware counters in `nic_counters`.
     pub rdma_devices: i64,
+    /// Rows of `gpu_devices`: a node where NVML found no GPU writes the table empty.
+    pub gpu_devices: i64,
     pub first: Option<String>,
     pub last: Option<String>,
 }
@@ -421,6 +423,7 @@ const OVERVIEW_SQL: &str = "SELECT
     (SELECT count(*) FROM st_collective_op) AS collective_ops,
     (SELECT count(*) FROM gpu_events) AS gpu_events,
     (SELECT count(*) FROM (SELECT DISTINCT host, device FROM nic_counters WHERE source IN ('ib', 'ib_hw'))) AS rdma_devices,
+    (SELECT count(*) FROM gpu_devices) AS gpu_devices,
     (SELECT strftime(min(t), '%Y-%m-%d %H:%M:%S') FROM (SELECT min(ts) AS t FROM rtt UNION ALL SELECT min(start) FROM flows UNION ALL SELECT min(ts) FROM gpu_events WHERE coalesce(time_aligned, true))) AS first,
     (SELECT strftime(max(t), '%Y-%m-%d %H:%M:%S') FROM (SELECT max(ts) AS t FROM rtt UNION ALL SELECT max(\"end\") FROM flows UNION ALL SELECT max(ts) FROM gpu_events WHERE coalesce(time_aligned, true))) AS last";
 
@@ -703,6 +706,12 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
             // Timelines without any collective cannot say anything about collectives.
             (COLLECTIVE_CATEGORIES.contains(&category) && overview.collective_ops == 0)
                 .then(|| "no collective operations in the timelines or NCCL calls".to_string())
+        });
+        let why = why.or_else(|| {
+            // an empty gpu_devices: the recorders sampled no GPU (no NVML, or no NVIDIA
+            // runtime in the agent's container), which says nothing about locality
+            (category == "locality" && overview.gpu_devices == 0)
+                .then(|| "no GPU in gpu_devices: the recorders' NVML sampled none".to_string())
         });
         let why = why.or_else(|| {
             // NIC counters of a node without RDMA devices say nothing about RDMA

@@ -5,7 +5,7 @@ pub mod topology;
 
 use std::{
     collections::HashMap,
-    path::{Path, PathBuf},
+    path::Path,
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc,
@@ -14,13 +14,11 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 
 use crate::{
     clock::now_ns,
-    columns::Table as _,
     job_labels::{self, JobLabels},
-    parquet_sink::TableWriter,
     tables::{GpuDeviceRow, GpuProcessRow, GpuSampleRow},
 };
 
@@ -199,56 +197,79 @@ impl<S: GpuSource> Sampler<S> {
     }
 }
 
-/// The GPU sampler thread of a recording.
-pub struct GpuRecorder {
-    stop: Arc<AtomicBool>,
-    thread: JoinHandle<Result<String>>,
+/// What the sampler thread sends the recorder each period: rows for the same sinks as every
+/// other table, so they rotate, close and count with them.
+#[derive(Debug, Default)]
+pub struct GpuBatch {
+    pub samples: Vec<GpuSampleRow>,
+    pub processes: Vec<GpuProcessRow>,
 }
 
-/// Where and how the GPU tables of a run are written.
-#[derive(Clone)]
-pub struct GpuOutput {
-    pub layout: crate::layout::Layout,
-    pub host: String,
-    pub metadata: Vec<(String, String)>,
-    pub interval: Duration,
-    pub sysfs: PathBuf,
+/// Periods the recorder may fall behind before the sampler drops a batch (and counts it): at
+/// 100 ms, almost 7 minutes.
+const GPU_BATCHES_QUEUED: usize = 4096;
+
+/// The GPU sampler thread of a recording: NVML calls block, so they run beside the event loop,
+/// for the whole run, and send their rows over a channel.
+pub struct GpuRecorder {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<String>,
+}
+
+/// A started sampler: the thread, the GPUs' static rows (written in every interval), and the
+/// channel its samples arrive on.
+pub struct StartedGpus {
+    pub recorder: GpuRecorder,
+    pub devices: Vec<GpuDeviceRow>,
+    pub batches: tokio::sync::mpsc::Receiver<GpuBatch>,
 }
 
 impl GpuRecorder {
-    /// Starts sampling in a thread (NVML calls block), or returns the reason it cannot.
-    pub fn start(o: GpuOutput) -> Result<Self, String> {
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<usize, String>>();
+    /// Starts sampling every `interval` in a thread, or returns the reason it cannot (no NVML,
+    /// no GPU).
+    pub fn start(
+        host: &str,
+        run_id: &str,
+        interval: Duration,
+        sysfs: &Path,
+    ) -> Result<StartedGpus, String> {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<Vec<GpuDeviceRow>, String>>();
+        let (batch_tx, batches) = tokio::sync::mpsc::channel(GPU_BATCHES_QUEUED);
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = stop.clone();
+        let (host, run_id, sysfs) = (host.to_string(), run_id.to_string(), sysfs.to_path_buf());
         let thread = std::thread::Builder::new()
             .name("gpu-sampler".into())
-            .spawn(move || -> Result<String> {
+            .spawn(move || {
                 // NVML handles borrow the library handle, so both live in this thread.
                 let nvml = match nvml_source::NvmlSource::init() {
                     Ok(n) => n,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
-                        return Ok(String::new());
+                        return String::new();
                     }
                 };
-                let mut sampler = match Sampler::new(nvml, &o.host) {
+                let mut sampler = match Sampler::new(nvml, &host) {
                     Ok(s) if !s.devices().is_empty() => s,
                     Ok(_) => {
                         let _ = ready_tx.send(Err("NVML found no GPU".into()));
-                        return Ok(String::new());
+                        return String::new();
                     }
                     Err(e) => {
                         let _ = ready_tx.send(Err(format!("{e:#}")));
-                        return Ok(String::new());
+                        return String::new();
                     }
                 };
-                let _ = ready_tx.send(Ok(sampler.devices().len()));
-                record_gpus(&mut sampler, &o, &stop_flag)
+                let _ = ready_tx.send(Ok(sampler.device_rows(&run_id, &sysfs)));
+                sample_until_stopped(&mut sampler, &batch_tx, &stop_flag, interval)
             })
             .map_err(|e| format!("starting the GPU sampler thread: {e}"))?;
         match ready_rx.recv() {
-            Ok(Ok(_)) => Ok(GpuRecorder { stop, thread }),
+            Ok(Ok(devices)) => Ok(StartedGpus {
+                recorder: GpuRecorder { stop, thread },
+                devices,
+                batches,
+            }),
             Ok(Err(why)) => {
                 let _ = thread.join();
                 Err(why)
@@ -257,75 +278,49 @@ impl GpuRecorder {
         }
     }
 
-    /// Stops sampling and closes the GPU tables; returns a summary.
+    /// Stops sampling; returns a summary. Batches sent before still wait in the channel.
     pub fn finish(self) -> Result<String> {
         self.stop.store(true, Ordering::Relaxed);
         self.thread
             .join()
-            .map_err(|_| anyhow::anyhow!("the GPU sampler thread panicked"))?
+            .map_err(|_| anyhow::anyhow!("the GPU sampler thread panicked"))
     }
 }
 
-/// The GPU tables with no rows, for a run that samples no GPU: every table of a run has a file
-/// with its schema (engines such as Spark and Polars infer a table from its files), and an empty
-/// `gpu_devices` says "no GPU sampled" where a missing one could be a lost file.
-pub fn write_empty_tables(o: &GpuOutput) -> Result<()> {
-    fn empty<T: crate::columns::Table>(o: &GpuOutput) -> Result<()> {
-        TableWriter::<T>::create_at(o.layout.root(), o.layout.path(T::NAME), &o.metadata)?
-            .close()
-            .with_context(|| format!("writing the empty {}", T::NAME))?;
-        Ok(())
-    }
-    empty::<GpuDeviceRow>(o)?;
-    empty::<GpuSampleRow>(o)?;
-    empty::<GpuProcessRow>(o)
-}
-
-/// The sampling loop: writes devices once, then samples until `stop`.
-pub fn record_gpus<S: GpuSource>(
+/// The sampling loop: one batch per `interval` until `stop` (or until the recorder is gone);
+/// returns a summary. A batch the recorder has no room for is dropped and counted: the NVML
+/// thread must never wait on the writer.
+pub fn sample_until_stopped<S: GpuSource>(
     sampler: &mut Sampler<S>,
-    o: &GpuOutput,
+    batches: &tokio::sync::mpsc::Sender<GpuBatch>,
     stop: &AtomicBool,
-) -> Result<String> {
-    let mut devices = TableWriter::<GpuDeviceRow>::create_at(
-        o.layout.root(),
-        o.layout.path(GpuDeviceRow::NAME),
-        &o.metadata,
-    )?;
-    for row in sampler.device_rows(o.layout.run_id(), &o.sysfs) {
-        devices.push(row)?;
-    }
-    devices.close().context("writing gpu_devices")?;
-    let mut samples = TableWriter::<GpuSampleRow>::create_at(
-        o.layout.root(),
-        o.layout.path(GpuSampleRow::NAME),
-        &o.metadata,
-    )?;
-    let mut processes = TableWriter::<GpuProcessRow>::create_at(
-        o.layout.root(),
-        o.layout.path(GpuProcessRow::NAME),
-        &o.metadata,
-    )?;
-    let mut result = Ok(());
+    interval: Duration,
+) -> String {
+    let (mut samples, mut dropped) = (0u64, 0u64);
     while !stop.load(Ordering::Relaxed) {
         let (s, p) = sampler.sample(now_ns(libc::CLOCK_REALTIME));
-        if let Err(e) = s
-            .into_iter()
-            .try_for_each(|r| samples.push(r))
-            .and_then(|_| p.into_iter().try_for_each(|r| processes.push(r)))
-        {
-            result = Err(e);
-            break;
+        let n = s.len() as u64;
+        match batches.try_send(GpuBatch {
+            samples: s,
+            processes: p,
+        }) {
+            Ok(()) => samples += n,
+            Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => dropped += n,
+            Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => break,
         }
-        std::thread::sleep(o.interval);
+        std::thread::sleep(interval);
     }
-    let summary = format!(
-        "{} GPU samples of {} GPU(s)",
-        samples.rows(),
+    let mut summary = format!(
+        "{samples} GPU samples of {} GPU(s)",
         sampler.devices().len()
     );
-    let closed = samples.close().and(processes.close());
-    result.and(closed).map(|_| summary)
+    if dropped > 0 {
+        summary.push_str(&format!(
+            " ({dropped} dropped: the recorder fell {} periods behind)",
+            batches.max_capacity()
+        ));
+    }
+    summary
 }
 
 #[cfg(test)]
@@ -473,8 +468,7 @@ mod tests {
     }
 
     #[test]
-    fn writes_device_sample_and_process_tables_until_stopped() {
-        let dir = tempfile::tempdir().unwrap();
+    fn sends_a_batch_per_period_until_stopped_and_counts_what_the_recorder_had_no_room_for() {
         let stop = Arc::new(AtomicBool::new(false));
         // Three sampling rounds of two GPUs, then the fake raises the stop flag.
         let mut s = Sampler::new(
@@ -485,28 +479,21 @@ mod tests {
             "n1",
         )
         .unwrap();
-        let o = GpuOutput {
-            layout: crate::layout::Layout::PerRun {
-                out: dir.path().into(),
-                run_id: "r1".into(),
-            },
-            host: "n1".into(),
-            metadata: vec![],
-            interval: Duration::from_millis(1),
-            sysfs: dir.path().join("no-sysfs"),
-        };
-        let summary = record_gpus(&mut s, &o, &stop).unwrap();
-        assert!(summary.contains("of 2 GPU(s)"), "{summary}");
-        for table in ["gpu_devices", "gpu_samples", "gpu_processes"] {
-            assert!(
-                dir.path().join(table).join("r1.parquet").exists(),
-                "{table}"
-            );
-        }
-        let devices = crate::parquet_read::read_table(dir.path(), "gpu_devices").unwrap();
-        assert_eq!(devices[0].num_rows(), 2);
-        let samples = crate::parquet_read::read_table(dir.path(), "gpu_samples").unwrap();
-        let n: usize = samples.iter().map(|b| b.num_rows()).sum();
-        assert_eq!(n, 6);
+        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+        let summary = sample_until_stopped(&mut s, &tx, &stop, Duration::from_millis(1));
+        // room for two batches: the third is dropped and counted
+        assert_eq!(
+            summary,
+            "4 GPU samples of 2 GPU(s) (2 dropped: the recorder fell 2 periods behind)"
+        );
+        let first = rx.try_recv().unwrap();
+        assert_eq!((first.samples.len(), first.processes.len()), (2, 1));
+        assert_eq!(rx.try_recv().unwrap().samples.len(), 2);
+        assert!(rx.try_recv().is_err());
+        // a recorder that is gone ends the loop
+        drop(rx);
+        stop.store(false, Ordering::Relaxed);
+        let summary = sample_until_stopped(&mut s, &tx, &stop, Duration::from_millis(1));
+        assert!(summary.starts_with("0 GPU samples"), "{summary}");
     }
 }

@@ -11,32 +11,26 @@ use super::{
     sinks::{ring_records, Sinks},
     KernelCounters, KernelTables,
 };
-use crate::{
-    gpu::{GpuOutput, GpuRecorder},
-    probe::Hooks,
-};
+use crate::probe::Hooks;
 
 /// Who is recording: what housekeeping needs to start, known once the recorder has named its
 /// run.
 pub struct Session<'a> {
     pub host: &'a str,
     pub run_id: &'a str,
-    /// Where the GPU sampler writes, for restarting it at each rotation.
-    pub gpu_output: GpuOutput,
 }
 
 pub trait Housekeeping: Send {
     /// How often `on_tick` runs.
     fn tick(&self) -> Duration;
 
-    /// Periodic work (rotation of the files and of the GPU sampler's, health reports).
+    /// Periodic work (rotation of the files, health reports).
     fn on_tick(
         &mut self,
         sinks: &mut Sinks,
         counters: &KernelCounters,
         maps: &dyn KernelTables,
         hooks: &Hooks,
-        gpus: &mut Option<GpuRecorder>,
     ) -> Result<()>;
 
     /// A write failed on a full disk; the recorder stops on an error only.
@@ -57,7 +51,6 @@ pub type StartHousekeeping = Box<dyn FnOnce(Session<'_>) -> Result<Box<dyn House
 /// What the event loop needs for its housekeeping; a plain `record` has none and never rotates.
 pub struct Rotation<'a> {
     pub housekeeping: Option<&'a mut (dyn Housekeeping + 'static)>,
-    pub gpus: &'a mut Option<GpuRecorder>,
     pub hooks: &'a Hooks,
 }
 
@@ -97,7 +90,7 @@ impl Rotation<'_> {
         maps: &dyn KernelTables,
     ) -> Result<()> {
         match self.housekeeping.as_deref_mut() {
-            Some(h) => h.on_tick(sinks, counters, maps, self.hooks, self.gpus),
+            Some(h) => h.on_tick(sinks, counters, maps, self.hooks),
             None => Ok(()),
         }
     }

@@ -138,7 +138,8 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
             "libibverbs.so.1",
         ),
     ] {
-        let (libs, source) = args::find_libraries(explicit, args.pid, lib_prefix, soname);
+        let (libs, source) =
+            crate::libraries::find_libraries(explicit, args.pid, lib_prefix, soname);
         if libs.is_empty() {
             log::info!(
                 "no {soname} found (pass --{}-lib or --pid): {} calls are not traced",
@@ -150,7 +151,7 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
             probe::attach_uprobes(&mut ebpf, family, &libs, args.pid, &mut hooks);
         }
     }
-    let providers = args::find_providers(&args.verbs_provider_libs, args.pid);
+    let providers = crate::libraries::find_providers(&args.verbs_provider_libs, args.pid);
     probe::attach_verbs_providers(&mut ebpf, &providers, args.pid, &mut hooks);
     for (hook, why) in &hooks.missing {
         log::warn!("{hook} not attached: {why}");
@@ -162,34 +163,29 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
     if !hooks.attached.iter().any(|h| h.starts_with("sock_ops")) {
         log::warn!("without sock_ops there is no flow table or RTT data, only retransmits");
     }
-    let gpu_output = crate::gpu::GpuOutput {
-        layout: layout.clone(),
-        host: node.hostname.clone(),
-        metadata: sinks.metadata().to_vec(),
-        interval: args.gpu_interval,
-        sysfs: args.sysfs_root.clone(),
-    };
-    let mut gpus = if args.no_gpu {
-        None
+    let (gpus, mut gpu_batches) = if args.no_gpu {
+        (None, None)
     } else {
-        match crate::gpu::GpuRecorder::start(gpu_output.clone()) {
-            Ok(g) => Some(g),
+        match crate::gpu::GpuRecorder::start(
+            &node.hostname,
+            &run_id,
+            args.gpu_interval,
+            &args.sysfs_root,
+        ) {
+            Ok(started) => {
+                sinks.set_gpu_devices(started.devices);
+                (Some(started.recorder), Some(started.batches))
+            }
             Err(why) => {
                 log::info!("GPU sampling skipped: {why}");
-                None
+                (None, None)
             }
         }
     };
-    if gpus.is_none() {
-        if let Err(e) = crate::gpu::write_empty_tables(&gpu_output) {
-            log::warn!("{e:#}");
-        }
-    }
     let mut housekeeping = match housekeeping {
         Some(start) => Some(start(Session {
             host: &node.hostname,
             run_id: &run_id,
-            gpu_output,
         })?),
         None => {
             // (the agent checks its directories itself)
@@ -226,13 +222,15 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
     let loop_result = runtime.block_on(event_loop(
         &args,
         &mut signals,
-        &mut ring,
-        ebpf_logger.as_mut(),
+        Inputs {
+            ring: &mut ring,
+            ebpf_log: ebpf_logger.as_mut(),
+            gpu_batches: gpu_batches.as_mut(),
+        },
         &mut sinks,
         &mut maps,
         Rotation {
             housekeeping: housekeeping.as_deref_mut(),
-            gpus: &mut gpus,
             hooks: &hooks,
         },
     ));
@@ -240,8 +238,13 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
     // Detach first so no event is produced after the final drain.
     drop(ebpf);
     let mut ring = ring.into_inner();
-    let finish = sinks.finish(ring_records(&mut ring), &mut maps, &hooks);
+    // The sampler stops first, so its last batches are in the channel for the last interval.
     let gpu_finish = gpus.map(|g| g.finish());
+    let mut gpu_push = Ok(());
+    while let Some(batch) = gpu_batches.as_mut().and_then(|b| b.try_recv().ok()) {
+        gpu_push = gpu_push.and(sinks.push_gpu(batch));
+    }
+    let finish = gpu_push.and(sinks.finish(ring_records(&mut ring), &mut maps, &hooks));
     let finish = match (finish, gpu_finish) {
         (Ok(summary), Some(Ok(gpu))) => Ok(format!("{summary}; {gpu}")),
         (Ok(_), Some(Err(e))) => Err(e.context("GPU sampling")),
@@ -302,6 +305,20 @@ async fn ebpf_log_ready<'a>(
 }
 
 /// The next tick of an optional timer; never, without one.
+/// The GPU samples of one period, from the sampler thread.
+type GpuBatches = tokio::sync::mpsc::Receiver<crate::gpu::GpuBatch>;
+
+/// The GPU sampler's next batch; never, without a sampler or once its thread has ended.
+async fn next_gpu_batch(batches: &mut Option<&mut GpuBatches>) -> crate::gpu::GpuBatch {
+    if let Some(rx) = batches {
+        if let Some(batch) = rx.recv().await {
+            return batch;
+        }
+        *batches = None;
+    }
+    std::future::pending().await
+}
+
 async fn next_tick(timer: &mut Option<tokio::time::Interval>) {
     match timer {
         Some(t) => {
@@ -319,15 +336,29 @@ struct Signals {
     sigusr2: tokio::signal::unix::Signal,
 }
 
+/// What the event loop reads besides timers and signals.
+struct Inputs<'a> {
+    /// The kernel's events.
+    ring: &'a mut AsyncFd<RingBuf<aya::maps::MapData>>,
+    /// The eBPF programs' diagnostics, where aya-log could start.
+    ebpf_log: Option<&'a mut EbpfLog>,
+    /// The GPU sampler's rows, where one runs.
+    gpu_batches: Option<&'a mut GpuBatches>,
+}
+
 async fn event_loop(
     args: &RecordArgs,
     signals: &mut Signals,
-    ring: &mut AsyncFd<RingBuf<aya::maps::MapData>>,
-    mut ebpf_log: Option<&mut EbpfLog>,
+    inputs: Inputs<'_>,
     sinks: &mut Sinks,
     maps: &mut KernelMaps,
     mut rotation: Rotation<'_>,
 ) -> Result<&'static str> {
+    let Inputs {
+        ring,
+        mut ebpf_log,
+        mut gpu_batches,
+    } = inputs;
     let deadline = async {
         match args.duration {
             Some(d) => tokio::time::sleep(d).await,
@@ -361,6 +392,10 @@ async fn event_loop(
                 let mut guard = guard.context("waiting on the eBPF log")?;
                 guard.get_inner_mut().flush();
                 guard.clear_ready();
+            }
+            batch = next_gpu_batch(&mut gpu_batches) => {
+                let pushed = sinks.push_gpu(batch);
+                rotation.survive_disk_full(sinks, pushed)?;
             }
             _ = next_tick(&mut nic_tick) => {
                 let sampled = sinks.sample_nics();

@@ -82,6 +82,8 @@ interval_files! {
     verbs: VerbsCallRow,
     qps: QpRow,
     completions: VerbsCompletionRow,
+    gpu_samples: GpuSampleRow,
+    gpu_processes: GpuProcessRow,
 }
 
 impl Writers {
@@ -159,6 +161,8 @@ pub struct Sinks {
     /// files, except a table's first: every table of a run is then a file with its schema,
     /// which engines that infer a table's schema from its files need (Spark, Polars).
     tables_on_disk: std::collections::HashSet<&'static str>,
+    /// The sampled GPUs (none without NVML), written in every interval like `interfaces`.
+    gpu_devices: Vec<GpuDeviceRow>,
 }
 
 impl Sinks {
@@ -218,6 +222,7 @@ impl Sinks {
             disk_full: false,
             files_closed: 0,
             tables_on_disk: Default::default(),
+            gpu_devices: Vec::new(),
             metadata,
         })
     }
@@ -246,11 +251,6 @@ impl Sinks {
         Some(step)
     }
 
-    /// File metadata shared by every table of the run.
-    pub fn metadata(&self) -> &[(String, String)] {
-        &self.metadata
-    }
-
     pub fn flows_written(&self) -> u64 {
         self.closed.flows + self.writers.as_ref().map_or(0, |w| w.flows.rows())
     }
@@ -264,11 +264,6 @@ impl Sinks {
     /// Estimated bytes of the open interval's files.
     pub fn open_bytes(&self) -> u64 {
         self.writers.as_ref().map_or(0, Writers::bytes)
-    }
-
-    /// Where the open interval's files go.
-    pub fn layout(&self) -> &Layout {
-        &self.layout
     }
 
     /// Start of the open interval (UTC ns).
@@ -286,6 +281,22 @@ impl Sinks {
             }
             None => Err(anyhow::anyhow!(CLOSED)),
         }
+    }
+
+    /// The GPUs the sampler found, for `gpu_devices`.
+    pub fn set_gpu_devices(&mut self, devices: Vec<GpuDeviceRow>) {
+        self.gpu_devices = devices;
+    }
+
+    /// One period of GPU samples, into the open interval like the kernel's events.
+    pub fn push_gpu(&mut self, batch: crate::gpu::GpuBatch) -> Result<()> {
+        for row in batch.samples {
+            self.push_with(|w| w.gpu_samples.push(row))?;
+        }
+        for row in batch.processes {
+            self.push_with(|w| w.gpu_processes.push(row))?;
+        }
+        Ok(())
     }
 
     /// Whether the open interval was dropped for a full disk and recording waits for space.
@@ -683,6 +694,8 @@ impl Sinks {
         }
         let interfaces = self.interfaces.clone();
         table!(InterfaceRow, interfaces);
+        let gpu_devices = self.gpu_devices.clone();
+        table!(GpuDeviceRow, gpu_devices);
         if tables.is_none() {
             // rotations only: at the end of the run open flows go to `flows` (`open_at_end`)
             table!(FlowSnapshotRow, snapshots.flows);
@@ -1231,6 +1244,50 @@ mod tests {
         ] {
             assert_eq!(hive_files(dir.path(), table), 1, "{table}");
         }
+    }
+
+    #[test]
+    fn gpu_samples_rotate_with_the_other_tables_and_every_interval_names_the_gpus() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sinks = sinks(Layout::Hive {
+            root: dir.path().to_path_buf(),
+            host: "node7".into(),
+            run_id: "run".into(),
+            seq: 0,
+            start_utc_ns: now_ns(libc::CLOCK_REALTIME),
+        });
+        let mut kernel = FakeKernel::default();
+        let hooks = Hooks::default();
+        let gpu = |index| GpuDeviceRow {
+            host: "node7".into(),
+            index,
+            ..Default::default()
+        };
+        sinks.set_gpu_devices(vec![gpu(0), gpu(1)]);
+        let batch = |util| crate::gpu::GpuBatch {
+            samples: vec![GpuSampleRow {
+                sm_util_pct: Some(util),
+                ..Default::default()
+            }],
+            processes: vec![GpuProcessRow {
+                pid: util,
+                ..Default::default()
+            }],
+        };
+        sinks.push_gpu(batch(10)).unwrap();
+        sinks
+            .rotate(&KernelCounters::zero(), &hooks, &kernel)
+            .unwrap();
+        sinks.push_gpu(batch(20)).unwrap();
+        sinks.push_gpu(batch(30)).unwrap();
+        sinks.finish(Vec::new(), &mut kernel, &hooks).unwrap();
+        assert_eq!(
+            column(dir.path(), "gpu_samples", "sm_util_pct"),
+            [10, 20, 30]
+        );
+        assert_eq!(column(dir.path(), "gpu_processes", "pid"), [10, 20, 30]);
+        assert_eq!(hive_files(dir.path(), "gpu_samples"), 2);
+        assert_eq!(column(dir.path(), "gpu_devices", "index"), [0, 1, 0, 1]);
     }
 
     /// Completed files of `table` in a Hive tree.
