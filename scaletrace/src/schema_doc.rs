@@ -21,10 +21,12 @@ Query a table across runs and nodes with one glob, e.g. in DuckDB:
 rotation interval: `SPOOL/table=<table>/date=<YYYY-MM-DD>/hour=<0-23>/host=<host>/part-<run-id>-<seq>.parquet`
 (date and hour of the interval's start, UTC, the hour without a leading zero so that DuckDB reads it as a number; intervals end at every UTC hour, so rows written
 in one hour stay in that hour's partition; events drained within moments of the boundary can sit
-in the neighbouring one). A table without rows in an interval gets no file, except in a run's
-first interval (or its last, for the snapshot tables of a run that never rotated): every table
-of a run has a file with its schema, so engines that infer a table from its files find every
-table (the GPU tables too, empty on a node where no GPU was sampled). The same tree is
+in the neighbouring one). A table without rows in an interval gets no file, except in the
+first interval of each run and UTC day (the snapshot tables of a run that ends before its first
+rotation: in its last): every table has a file with its schema, so engines that infer a table
+from its files find every table (the GPU tables too, empty on a node where no GPU was sampled).
+When a full disk makes the agent delete its oldest files, such a file may go too; the next day
+brings it back. The same tree is
 uploaded below the `--upload` prefix. Read a fleet with one glob and let DuckDB prune partitions:
 `SELECT * FROM read_parquet('SPOOL/table=rtt/**/*.parquet', hive_partitioning = true) WHERE host = 'gpu-07' AND hour = 22`.
 Each interval has its own `capture` row (`start`/`end` are the interval's, counters are for the

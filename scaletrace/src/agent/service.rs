@@ -1,5 +1,5 @@
-//! The agent's housekeeping of a recording (`record::Housekeeping`): rotation of every file
-//! (and of the GPU sampler's), the spool worker, and periodic health files.
+//! The agent's housekeeping of a recording (`record::Housekeeping`): rotation of every file,
+//! the spool worker, and periodic health files.
 use std::{
     sync::Arc,
     time::{Duration, Instant},

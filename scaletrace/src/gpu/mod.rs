@@ -80,11 +80,15 @@ pub struct Sampler<S: GpuSource> {
     last_process_us: Vec<u64>,
     /// Previous NVLink reading per GPU, to turn counters into rates.
     last_nvlink: Vec<Option<NvlinkReading>>,
-    /// Job labels of the GPU processes of the last sample: `/proc/PID/cgroup` is read once per
-    /// process, not at every sample. A pid missing from a sample is forgotten, so a pid that
-    /// is reused later is read again.
-    process_jobs: HashMap<u32, JobLabels>,
+    /// Job labels of the GPU processes, with when each was last in a sample (UTC ns):
+    /// `/proc/PID/cgroup` is read once per process, not at every sample. NVML lists a process
+    /// only in the samples where it has new utilization samples, so an idle one comes and goes;
+    /// one absent for `PROCESS_JOB_KEPT_NS` is forgotten, and its pid, if reused, read again.
+    process_jobs: HashMap<u32, (JobLabels, i64)>,
 }
+
+/// How long the job labels of a GPU process absent from the samples are kept.
+const PROCESS_JOB_KEPT_NS: i64 = 60_000_000_000;
 
 impl<S: GpuSource> Sampler<S> {
     pub fn new(source: S, host: &str) -> Result<Self> {
@@ -133,7 +137,6 @@ impl<S: GpuSource> Sampler<S> {
     pub fn sample(&mut self, now: i64) -> (Vec<GpuSampleRow>, Vec<GpuProcessRow>) {
         let mut samples = Vec::with_capacity(self.devices.len());
         let mut processes = Vec::new();
-        let mut jobs_seen = HashMap::new();
         for (slot, d) in self.devices.iter().enumerate() {
             let m = self.source.metrics(d.index);
             let previous = self.last_nvlink[slot].replace((now, m.nvlink_tx_kib, m.nvlink_rx_kib));
@@ -170,14 +173,12 @@ impl<S: GpuSource> Sampler<S> {
             });
             for p in self.source.processes(d.index, self.last_process_us[slot]) {
                 self.last_process_us[slot] = self.last_process_us[slot].max(p.timestamp_us);
-                let job = jobs_seen
+                let (job, seen) = self
+                    .process_jobs
                     .entry(p.pid)
-                    .or_insert_with(|| {
-                        self.process_jobs
-                            .remove(&p.pid)
-                            .unwrap_or_else(|| job_labels::of_pid(p.pid))
-                    })
-                    .clone();
+                    .or_insert_with(|| (job_labels::of_pid(p.pid), now));
+                *seen = now;
+                let job = job.clone();
                 processes.push(GpuProcessRow {
                     host: self.host.clone(),
                     ts: (p.timestamp_us * 1000) as i64,
@@ -192,7 +193,8 @@ impl<S: GpuSource> Sampler<S> {
                 });
             }
         }
-        self.process_jobs = jobs_seen;
+        self.process_jobs
+            .retain(|_, (_, seen)| now - *seen <= PROCESS_JOB_KEPT_NS);
         (samples, processes)
     }
 }
@@ -278,12 +280,36 @@ impl GpuRecorder {
         }
     }
 
-    /// Stops sampling; returns a summary. Batches sent before still wait in the channel.
-    pub fn finish(self) -> Result<String> {
+    /// Asks the thread to stop: it ends at once unless it is inside an NVML call, and then drops
+    /// its end of the channel.
+    pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.thread.thread().unpark();
+    }
+
+    /// The thread's summary once it has ended; a thread still inside an NVML call (a driver
+    /// that hangs) is left behind rather than holding the run's exit.
+    pub fn finish(self) -> Result<String> {
+        self.stop();
+        if !self.thread.is_finished() {
+            return Ok("GPU sampler left in an NVML call that did not return".into());
+        }
         self.thread
             .join()
             .map_err(|_| anyhow::anyhow!("the GPU sampler thread panicked"))
+    }
+}
+
+/// Sleeps `interval`, or less when `stop` is raised (`GpuRecorder::stop` unparks the thread):
+/// a long `--gpu-interval` must not hold the end of a run.
+fn sleep_unless_stopped(interval: Duration, stop: &AtomicBool) {
+    let until = std::time::Instant::now() + interval;
+    while !stop.load(Ordering::Relaxed) {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::park_timeout(left);
     }
 }
 
@@ -308,7 +334,7 @@ pub fn sample_until_stopped<S: GpuSource>(
             Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => dropped += n,
             Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => break,
         }
-        std::thread::sleep(interval);
+        sleep_unless_stopped(interval, stop);
     }
     let mut summary = format!(
         "{samples} GPU samples of {} GPU(s)",
@@ -444,26 +470,33 @@ mod tests {
     }
 
     #[test]
-    fn a_gpu_process_job_is_read_once_and_forgotten_when_it_leaves() {
+    fn a_gpu_process_job_is_read_once_and_forgotten_a_minute_after_it_left() {
         let own = std::process::id();
+        let second = 1_000_000_000;
         let source = ListedProcesses(std::cell::RefCell::new(vec![own]));
         let mut s = Sampler::new(source, "n1").unwrap();
-        let (_, procs) = s.sample(1);
+        let (_, procs) = s.sample(0);
         assert_eq!(procs[0].cgroup, job_labels::of_pid(own).cgroup);
         // Later samples take the labels from the cache: a planted entry shows it is not reread.
         let planted = JobLabels {
             cgroup: Some("/planted".into()),
             ..JobLabels::default()
         };
-        s.process_jobs.insert(own, planted);
-        let (_, procs) = s.sample(2);
+        s.process_jobs.insert(own, (planted, 0));
+        let (_, procs) = s.sample(second);
         assert_eq!(procs[0].cgroup.as_deref(), Some("/planted"));
-        // A sample without the process forgets it: its pid, if reused, is read again.
+        // An idle process missing from samples for less than a minute keeps them ...
         s.source.0.borrow_mut().clear();
-        s.sample(3);
+        s.sample(50 * second);
+        s.source.0.borrow_mut().push(own);
+        let (_, procs) = s.sample(55 * second);
+        assert_eq!(procs[0].cgroup.as_deref(), Some("/planted"));
+        // ... and one gone for longer is forgotten: its pid, if reused, is read again.
+        s.source.0.borrow_mut().clear();
+        s.sample(200 * second);
         assert!(s.process_jobs.is_empty());
         s.source.0.borrow_mut().push(own);
-        let (_, procs) = s.sample(4);
+        let (_, procs) = s.sample(201 * second);
         assert_eq!(procs[0].cgroup, job_labels::of_pid(own).cgroup);
     }
 

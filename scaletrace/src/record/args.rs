@@ -75,7 +75,8 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 8192, value_name = "KIB", value_parser = parse_ring_kib)]
     pub ring_buffer_kib: u32,
 
-    /// Most TCP connections tracked at once (the kernel flow table; about 220 bytes each). Beyond it
+    /// Most TCP connections tracked at once (two kernel maps, allocated up front: about 390
+    /// bytes each, 25 MB at the default). Beyond it
     /// new connections are not tracked; how many is counted in `capture`, the status files and
     /// the summary, with a warning the first time.
     #[arg(long, default_value_t = scaletrace_common::MAX_FLOWS, value_name = "N",
@@ -83,7 +84,7 @@ pub struct RecordArgs {
     pub max_flows: u32,
 
     /// Most RDMA queue pairs whose data path (posts, bytes, completions) is aggregated in the
-    /// kernel (about 100 bytes each). Beyond it the least recently used QP is evicted with its
+    /// kernel (allocated up front: about 160 bytes each). Beyond it the least recently used QP is evicted with its
     /// totals; how many is counted in `capture.qps_evicted` and said at the end.
     #[arg(long, default_value_t = scaletrace_common::MAX_QPS, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1024..=1_048_576))]
@@ -236,8 +237,10 @@ mod tests {
         args: RecordArgs,
     }
 
-    /// The kernel memory `--help` promises per flow and per QP is what an entry takes: its key
-    /// and value, to the nearest 10 bytes (it said 192 once the value had grown to 208).
+    /// The kernel memory `--help` states per flow and per QP is what their map entries take, to
+    /// the nearest 10 bytes: key, value, and the 64 bytes of the kernel's element header and
+    /// bucket (bpftool's memlock of FLOWS on 6.18: 18,351,520 B for 65,536 entries of 8 + 208 B,
+    /// 280 B each). It said 192 for a flow, which has an entry in FLOWS and in TRACKED.
     #[test]
     fn help_states_the_kernel_tables_entry_sizes() {
         use clap::CommandFactory;
@@ -250,8 +253,13 @@ mod tests {
                 .unwrap()
         };
         let about = |n: usize| format!("about {} bytes each", (n + 5) / 10 * 10);
-        let flow = size_of::<u64>() + size_of::<scaletrace_common::FlowStats>();
-        let qp = size_of::<scaletrace_common::QpKey>() + size_of::<scaletrace_common::QpTraffic>();
+        let entry = |key: usize, value: usize| key + value + 64;
+        let flow = entry(size_of::<u64>(), size_of::<scaletrace_common::FlowStats>())
+            + entry(size_of::<scaletrace_common::FlowTuple>(), size_of::<u64>());
+        let qp = entry(
+            size_of::<scaletrace_common::QpKey>(),
+            size_of::<scaletrace_common::QpTraffic>(),
+        );
         assert!(
             help("max_flows").contains(&about(flow)),
             "{}",

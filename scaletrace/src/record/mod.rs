@@ -238,13 +238,23 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
     // Detach first so no event is produced after the final drain.
     drop(ebpf);
     let mut ring = ring.into_inner();
-    // The sampler stops first, so its last batches are in the channel for the last interval.
-    let gpu_finish = gpus.map(|g| g.finish());
+    // The GPU sampler stops, and its last batches go into the last interval: until its thread
+    // ends and closes the channel, or for GPU_STOP_WAIT at most (an NVML call that hangs must
+    // not keep the run's files open).
+    if let Some(g) = &gpus {
+        g.stop();
+    }
     let mut gpu_push = Ok(());
-    while let Some(batch) = gpu_batches.as_mut().and_then(|b| b.try_recv().ok()) {
-        gpu_push = gpu_push.and(sinks.push_gpu(batch));
+    if let Some(batches) = gpu_batches.as_mut() {
+        let deadline = tokio::time::Instant::now() + GPU_STOP_WAIT;
+        while let Ok(Some(batch)) =
+            runtime.block_on(tokio::time::timeout_at(deadline, batches.recv()))
+        {
+            gpu_push = gpu_push.and(sinks.push_gpu(batch));
+        }
     }
     let finish = gpu_push.and(sinks.finish(ring_records(&mut ring), &mut maps, &hooks));
+    let gpu_finish = gpus.map(|g| g.finish());
     let finish = match (finish, gpu_finish) {
         (Ok(summary), Some(Ok(gpu))) => Ok(format!("{summary}; {gpu}")),
         (Ok(_), Some(Err(e))) => Err(e.context("GPU sampling")),
@@ -304,7 +314,9 @@ async fn ebpf_log_ready<'a>(
     }
 }
 
-/// The next tick of an optional timer; never, without one.
+/// How long the end of a run waits for the GPU sampler's last batches.
+const GPU_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The GPU samples of one period, from the sampler thread.
 type GpuBatches = tokio::sync::mpsc::Receiver<crate::gpu::GpuBatch>;
 
@@ -319,6 +331,7 @@ async fn next_gpu_batch(batches: &mut Option<&mut GpuBatches>) -> crate::gpu::Gp
     std::future::pending().await
 }
 
+/// The next tick of an optional timer; never, without one.
 async fn next_tick(timer: &mut Option<tokio::time::Interval>) {
     match timer {
         Some(t) => {
@@ -402,8 +415,13 @@ async fn event_loop(
                 rotation.survive_disk_full(sinks, sampled)?;
             }
             _ = tick.tick() => {
-                // what waits in the ring belongs to the interval a rotation below closes
+                // what waits in the ring and from the GPU sampler belongs to the interval a
+                // rotation below closes
                 rotation.drain_ring(sinks, ring.get_mut())?;
+                while let Some(batch) = gpu_batches.as_mut().and_then(|b| b.try_recv().ok()) {
+                    let pushed = sinks.push_gpu(batch);
+                    rotation.survive_disk_full(sinks, pushed)?;
+                }
                 let counters = maps.counters()?;
                 let now = now_ns(libc::CLOCK_MONOTONIC) as u64;
                 let swept = sinks.sweep_unsent_flows(maps, &counters, now);

@@ -1,7 +1,10 @@
 //! The tables of a recording: decode events, assemble rows, write them; at every rotation
-//! (agent) and at the end, write the interval's `capture` and `interfaces` rows and close the
-//! files; at the end also recover every flow left in the kernel table.
+//! (agent) and at the end, write the interval's `capture`, `interfaces` and `gpu_devices` rows
+//! and close the files; at the end also recover every flow left in the kernel table.
 use std::path::Path;
+
+/// The Hive layout's partitions are UTC dates and hours.
+const NS_PER_DAY: i64 = 86_400 * 1_000_000_000;
 
 use anyhow::{bail, Context as _, Result};
 use aya::maps::{MapData, RingBuf};
@@ -157,10 +160,14 @@ pub struct Sinks {
     sweep: SweepState,
     /// Files completed so far (every table, every interval).
     pub files_closed: u64,
-    /// Tables with a completed file in this run. The Hive layout skips an interval's empty
-    /// files, except a table's first: every table of a run is then a file with its schema,
-    /// which engines that infer a table's schema from its files need (Spark, Polars).
+    /// Tables with a completed file in this run and UTC day (`tables_on_disk_day`). The Hive
+    /// layout skips an interval's empty files, except a table's first of the day: every table
+    /// is then a file with its schema, which engines that infer a table's schema from its files
+    /// need (Spark, Polars), and one that outlives the spool's retention (`--retain-max-age`,
+    /// in days). When a full disk makes the agent delete its oldest files, those may go too:
+    /// they come back the next day, not at once, on a disk that has no room.
     tables_on_disk: std::collections::HashSet<&'static str>,
+    tables_on_disk_day: i64,
     /// The sampled GPUs (none without NVML), written in every interval like `interfaces`.
     gpu_devices: Vec<GpuDeviceRow>,
 }
@@ -222,6 +229,7 @@ impl Sinks {
             disk_full: false,
             files_closed: 0,
             tables_on_disk: Default::default(),
+            tables_on_disk_day: 0,
             gpu_devices: Vec::new(),
             metadata,
         })
@@ -289,14 +297,31 @@ impl Sinks {
     }
 
     /// One period of GPU samples, into the open interval like the kernel's events.
+    /// A write that fails (a full disk) loses the rest of the batch, counted like the rows
+    /// of a dropped interval.
     pub fn push_gpu(&mut self, batch: crate::gpu::GpuBatch) -> Result<()> {
+        let mut left = (batch.samples.len() + batch.processes.len()) as u64;
+        let mut pushed = Ok(());
         for row in batch.samples {
-            self.push_with(|w| w.gpu_samples.push(row))?;
+            pushed = self.push_with(|w| w.gpu_samples.push(row));
+            left -= 1;
+            if pushed.is_err() {
+                break;
+            }
         }
-        for row in batch.processes {
-            self.push_with(|w| w.gpu_processes.push(row))?;
+        if pushed.is_ok() {
+            for row in batch.processes {
+                pushed = self.push_with(|w| w.gpu_processes.push(row));
+                left -= 1;
+                if pushed.is_err() {
+                    break;
+                }
+            }
         }
-        Ok(())
+        if pushed.is_err() {
+            self.accounting.rows_lost_disk_full += left;
+        }
+        pushed
     }
 
     /// Whether the open interval was dropped for a full disk and recording waits for space.
@@ -568,7 +593,8 @@ impl Sinks {
         result.map(|_| ())
     }
 
-    /// Writes the interval's `capture` and `interfaces` rows and closes every file, even when
+    /// Writes the interval's `capture`, `interfaces` and `gpu_devices` rows and closes every
+    /// file, even when
     /// one fails, so one full table does not cost the others. At the end of the run (`tables`)
     /// also the QPs still alive and the per-QP data-path totals.
     #[allow(clippy::too_many_arguments)]
@@ -634,8 +660,13 @@ impl Sinks {
             ("scaletrace.ring_drops", capture.ring_drops.to_string()),
         ];
         // The agent writes a file per table and interval: empty ones would only add files,
-        // once the table has one.
+        // once the table has one that day.
         let skip_empty = matches!(layout, Layout::Hive { .. });
+        let day = self.interval_start_utc.div_euclid(NS_PER_DAY);
+        if day != self.tables_on_disk_day {
+            self.tables_on_disk.clear();
+            self.tables_on_disk_day = day;
+        }
         macro_rules! close {
             ($w:expr) => {{
                 let mut w: Box<dyn OpenTable> = $w;
@@ -700,8 +731,8 @@ impl Sinks {
             // rotations only: at the end of the run open flows go to `flows` (`open_at_end`)
             table!(FlowSnapshotRow, snapshots.flows);
             table!(QpSnapshotRow, snapshots.qps);
-        } else {
-            // ... but a run without a rotation still has the tables, empty
+        } else if skip_empty {
+            // ... but an agent's run without a rotation still has the tables, empty
             if !self.tables_on_disk.contains(FlowSnapshotRow::NAME) {
                 table!(FlowSnapshotRow, Vec::<FlowSnapshotRow>::new());
             }
@@ -711,6 +742,9 @@ impl Sinks {
         }
         if let Some(rows) = qp_traffic {
             table!(QpTrafficRow, rows);
+        } else if skip_empty && !self.tables_on_disk.contains(QpTrafficRow::NAME) {
+            // (its rows are the run's totals, written at its end)
+            table!(QpTrafficRow, Vec::<QpTrafficRow>::new());
         }
         table!(CaptureRow, [capture.clone()]);
         match first_error {
@@ -744,13 +778,14 @@ impl Sinks {
         }
         let counters = tables.counters()?;
         let end_utc = now_ns(libc::CLOCK_REALTIME);
-        let layout = self.layout.clone();
         if self.disk_full && !self.try_resume() {
             bail!(
                 "the disk is still full: the last interval could not be written ({} rows lost to a full disk in this run)",
                 self.accounting.rows_lost_disk_full
             );
         }
+        // (after `try_resume`, which opens the files of a new interval)
+        let layout = self.layout.clone();
         let writers = self.writers.take().context(CLOSED)?;
         let capture = self.close_interval(
             writers,
@@ -1235,15 +1270,35 @@ mod tests {
         sinks
             .finish(Vec::new(), &mut kernel, &Hooks::default())
             .unwrap();
-        for table in [
-            "flows",
-            "rtt",
-            "flow_snapshots",
-            "qp_snapshots",
-            "qp_traffic",
-        ] {
-            assert_eq!(hive_files(dir.path(), table), 1, "{table}");
+        // every table but those `import` and `merge` write
+        for table in crate::tables::catalog() {
+            if ![GpuEventRow::NAME, WindowRow::NAME].contains(&table.name) {
+                assert_eq!(hive_files(dir.path(), table.name), 1, "{}", table.name);
+            }
         }
+    }
+
+    #[test]
+    fn a_table_without_rows_has_a_file_again_each_day() {
+        let dir = tempfile::tempdir().unwrap();
+        let day = 86_400 * 1_000_000_000;
+        let mut sinks = sinks(Layout::Hive {
+            root: dir.path().to_path_buf(),
+            host: "node7".into(),
+            run_id: "run".into(),
+            seq: 0,
+            start_utc_ns: now_ns(libc::CLOCK_REALTIME),
+        });
+        let kernel = FakeKernel::default();
+        let counters = KernelCounters::zero();
+        let hooks = Hooks::default();
+        sinks.rotate(&counters, &hooks, &kernel).unwrap();
+        sinks.rotate(&counters, &hooks, &kernel).unwrap();
+        assert_eq!(hive_files(dir.path(), "retransmits"), 1);
+        // an interval that started on the next UTC day
+        sinks.interval_start_utc += day;
+        sinks.rotate(&counters, &hooks, &kernel).unwrap();
+        assert_eq!(hive_files(dir.path(), "retransmits"), 2);
     }
 
     #[test]
