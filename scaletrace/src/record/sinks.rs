@@ -301,27 +301,31 @@ impl Sinks {
     /// of a dropped interval.
     pub fn push_gpu(&mut self, batch: crate::gpu::GpuBatch) -> Result<()> {
         let mut left = (batch.samples.len() + batch.processes.len()) as u64;
-        let mut pushed = Ok(());
-        for row in batch.samples {
-            pushed = self.push_with(|w| w.gpu_samples.push(row));
-            left -= 1;
-            if pushed.is_err() {
-                break;
-            }
-        }
-        if pushed.is_ok() {
-            for row in batch.processes {
-                pushed = self.push_with(|w| w.gpu_processes.push(row));
-                left -= 1;
-                if pushed.is_err() {
-                    break;
-                }
-            }
-        }
+        let pushed = self
+            .push_each(batch.samples, &mut left, |w, row| w.gpu_samples.push(row))
+            .and_then(|_| {
+                self.push_each(batch.processes, &mut left, |w, row| {
+                    w.gpu_processes.push(row)
+                })
+            });
         if pushed.is_err() {
             self.accounting.rows_lost_disk_full += left;
         }
         pushed
+    }
+
+    /// Pushes `rows` until one fails; `left` counts down the rows not yet tried.
+    fn push_each<R>(
+        &mut self,
+        rows: Vec<R>,
+        left: &mut u64,
+        push: impl Fn(&mut Writers, R) -> Result<()>,
+    ) -> Result<()> {
+        for row in rows {
+            *left -= 1;
+            self.push_with(|w| push(w, row))?;
+        }
+        Ok(())
     }
 
     /// Whether the open interval was dropped for a full disk and recording waits for space.
@@ -1214,13 +1218,7 @@ mod tests {
     #[test]
     fn a_rotation_closes_the_interval_and_snapshots_what_each_open_flow_did_in_it() {
         let dir = tempfile::tempdir().unwrap();
-        let mut sinks = sinks(Layout::Hive {
-            root: dir.path().to_path_buf(),
-            host: "node7".into(),
-            run_id: "run".into(),
-            seq: 0,
-            start_utc_ns: now_ns(libc::CLOCK_REALTIME),
-        });
+        let mut sinks = hive_sinks(dir.path());
         let mut kernel = FakeKernel::default();
         let hooks = Hooks::default();
         kernel.flows.insert(1, flow(1, 1_000));
@@ -1259,13 +1257,7 @@ mod tests {
     #[test]
     fn a_run_that_never_rotated_still_has_every_table_of_the_agent() {
         let dir = tempfile::tempdir().unwrap();
-        let sinks = sinks(Layout::Hive {
-            root: dir.path().to_path_buf(),
-            host: "node7".into(),
-            run_id: "run".into(),
-            seq: 0,
-            start_utc_ns: now_ns(libc::CLOCK_REALTIME),
-        });
+        let sinks = hive_sinks(dir.path());
         let mut kernel = FakeKernel::default();
         sinks
             .finish(Vec::new(), &mut kernel, &Hooks::default())
@@ -1282,13 +1274,7 @@ mod tests {
     fn a_table_without_rows_has_a_file_again_each_day() {
         let dir = tempfile::tempdir().unwrap();
         let day = 86_400 * 1_000_000_000;
-        let mut sinks = sinks(Layout::Hive {
-            root: dir.path().to_path_buf(),
-            host: "node7".into(),
-            run_id: "run".into(),
-            seq: 0,
-            start_utc_ns: now_ns(libc::CLOCK_REALTIME),
-        });
+        let mut sinks = hive_sinks(dir.path());
         let kernel = FakeKernel::default();
         let counters = KernelCounters::zero();
         let hooks = Hooks::default();
@@ -1304,13 +1290,7 @@ mod tests {
     #[test]
     fn gpu_samples_rotate_with_the_other_tables_and_every_interval_names_the_gpus() {
         let dir = tempfile::tempdir().unwrap();
-        let mut sinks = sinks(Layout::Hive {
-            root: dir.path().to_path_buf(),
-            host: "node7".into(),
-            run_id: "run".into(),
-            seq: 0,
-            start_utc_ns: now_ns(libc::CLOCK_REALTIME),
-        });
+        let mut sinks = hive_sinks(dir.path());
         let mut kernel = FakeKernel::default();
         let hooks = Hooks::default();
         let gpu = |index| GpuDeviceRow {
@@ -1343,6 +1323,17 @@ mod tests {
         assert_eq!(column(dir.path(), "gpu_processes", "pid"), [10, 20, 30]);
         assert_eq!(hive_files(dir.path(), "gpu_samples"), 2);
         assert_eq!(column(dir.path(), "gpu_devices", "index"), [0, 1, 0, 1]);
+    }
+
+    /// Sinks of the agent's layout, under `root`.
+    fn hive_sinks(root: &Path) -> Sinks {
+        sinks(Layout::Hive {
+            root: root.to_path_buf(),
+            host: "node7".into(),
+            run_id: "run".into(),
+            seq: 0,
+            start_utc_ns: now_ns(libc::CLOCK_REALTIME),
+        })
     }
 
     /// Completed files of `table` in a Hive tree.
