@@ -204,6 +204,7 @@ table! {
         flows_untracked_map_full: u64 => u64_col("flows", "Matching connections not tracked because the kernel flow table was full (once each; `--max-flows` raises the limit)."),
         rows_lost_disk_full: u64 => u64_col("rows", "`agent`: rows dropped because the spool's disk was full (the open interval's files are dropped, the oldest completed files deleted, and recording goes on); includes rows of the previous interval whose files could not be finished."),
         qps_evicted: u64 => u64_col("QPs", "RDMA queue pairs whose data-path totals were evicted from the kernel's per-QP table (`--max-qps`) with their traffic; known at the end of the run, so written in its last interval only."),
+        gpu_samples_dropped: u64 => u64_col("rows", "GPU samples (`gpu_samples` rows) the NVML thread dropped because the recorder had fallen thousands of `--gpu-interval` periods behind; it never waits on the writer."),
         decode_errors: u64 => u64_col("events", "Ring buffer records that could not be decoded."),
         clock_offset_ns: i64 => i64_col("ns", "UTC = kernel monotonic + this offset (see docs/schema.md, Time): the offset in use at the interval's end (a wall-clock step of 100 ms or more is followed within a second)."),
         clock_error_ns: i64 => i64_col("ns", "Bound on the conversion error: bracket half-width, plus drift of the offset until the end, plus the wall-clock steps followed in the interval (its rows before a step carry the old clock's time)."),

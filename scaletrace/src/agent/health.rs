@@ -22,6 +22,8 @@ pub struct Health {
     pub flows_untracked_total: u64,
     /// Rows dropped because the spool's disk was full.
     pub rows_lost_disk_full_total: u64,
+    /// GPU samples the sampler dropped because the recorder had fallen behind.
+    pub gpu_samples_dropped_total: u64,
     pub decode_errors_total: u64,
     pub flows_total: u64,
     pub rtt_samples_total: u64,
@@ -78,7 +80,7 @@ impl Health {
     /// period, where a registry's counters only count up.
     pub fn prometheus(&self) -> String {
         let labels = format!("host=\"{}\"", label_value(&self.host));
-        let metrics: [(&str, &str, f64, &str); 18] = [
+        let metrics: [(&str, &str, f64, &str); 19] = [
             (
                 "scaletrace_uptime_seconds",
                 "gauge",
@@ -114,6 +116,12 @@ impl Health {
                 "counter",
                 self.rows_lost_disk_full_total as f64,
                 "Rows dropped because the spool's disk was full.",
+            ),
+            (
+                "scaletrace_gpu_samples_dropped_total",
+                "counter",
+                self.gpu_samples_dropped_total as f64,
+                "GPU samples dropped because the recorder had fallen behind.",
             ),
             (
                 "scaletrace_decode_errors_total",
@@ -221,7 +229,7 @@ mod tests {
             "# TYPE scaletrace_events_total counter\nscaletrace_events_total{host=\"n1\"} 42\n"
         ));
         assert!(text.contains("scaletrace_last_upload_timestamp_seconds{host=\"n1\"} 1796248800\n"));
-        assert_eq!(text.matches("# HELP").count(), 18);
+        assert_eq!(text.matches("# HELP").count(), 19);
         assert!(text.contains("scaletrace_flows_untracked_total{host=\"n1\"} 0\n"));
         // a hostname is the kernel's to set: any byte but NUL may be in it
         let odd = Health {

@@ -127,6 +127,7 @@ impl Service {
         h.rotations_total = self.rotations;
         h.add_spool(stats);
         h.rows_lost_disk_full_total = sinks.accounting.rows_lost_disk_full;
+        h.gpu_samples_dropped_total = sinks.gpu_samples_dropped();
         self.last_events = sinks.accounting.events;
         self.last_health = Instant::now();
         match h.write(&self.settings.status_dir) {

@@ -7,7 +7,7 @@ use std::{
     collections::HashMap,
     path::Path,
     sync::{
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         Arc,
     },
     thread::JoinHandle,
@@ -224,6 +224,8 @@ pub struct StartedGpus {
     pub recorder: GpuRecorder,
     pub devices: Vec<GpuDeviceRow>,
     pub batches: tokio::sync::mpsc::Receiver<GpuBatch>,
+    /// GPU samples dropped so far because the channel was full (`capture.gpu_samples_dropped`).
+    pub dropped: Arc<AtomicU64>,
 }
 
 impl GpuRecorder {
@@ -239,6 +241,8 @@ impl GpuRecorder {
         let (batch_tx, batches) = tokio::sync::mpsc::channel(GPU_BATCHES_QUEUED);
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = stop.clone();
+        let dropped = Arc::new(AtomicU64::new(0));
+        let dropped_count = dropped.clone();
         let (host, run_id, sysfs) = (host.to_string(), run_id.to_string(), sysfs.to_path_buf());
         let thread = std::thread::Builder::new()
             .name("gpu-sampler".into())
@@ -263,7 +267,13 @@ impl GpuRecorder {
                     }
                 };
                 let _ = ready_tx.send(Ok(sampler.device_rows(&run_id, &sysfs)));
-                sample_until_stopped(&mut sampler, &batch_tx, &stop_flag, interval)
+                sample_until_stopped(
+                    &mut sampler,
+                    &batch_tx,
+                    &stop_flag,
+                    &dropped_count,
+                    interval,
+                )
             })
             .map_err(|e| format!("starting the GPU sampler thread: {e}"))?;
         match ready_rx.recv() {
@@ -271,6 +281,7 @@ impl GpuRecorder {
                 recorder: GpuRecorder { stop, thread },
                 devices,
                 batches,
+                dropped,
             }),
             Ok(Err(why)) => {
                 let _ = thread.join();
@@ -320,6 +331,7 @@ pub fn sample_until_stopped<S: GpuSource>(
     sampler: &mut Sampler<S>,
     batches: &tokio::sync::mpsc::Sender<GpuBatch>,
     stop: &AtomicBool,
+    dropped_samples: &AtomicU64,
     interval: Duration,
 ) -> String {
     let (mut samples, mut dropped) = (0u64, 0u64);
@@ -331,7 +343,10 @@ pub fn sample_until_stopped<S: GpuSource>(
             processes: p,
         }) {
             Ok(()) => samples += n,
-            Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => dropped += n,
+            Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+                dropped += n;
+                dropped_samples.fetch_add(n, Ordering::Relaxed);
+            }
             Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => break,
         }
         sleep_unless_stopped(interval, stop);
@@ -513,20 +528,50 @@ mod tests {
         )
         .unwrap();
         let (tx, mut rx) = tokio::sync::mpsc::channel(2);
-        let summary = sample_until_stopped(&mut s, &tx, &stop, Duration::from_millis(1));
+        let dropped = AtomicU64::new(0);
+        let summary = sample_until_stopped(&mut s, &tx, &stop, &dropped, Duration::from_millis(1));
         // room for two batches: the third is dropped and counted
         assert_eq!(
             summary,
             "4 GPU samples of 2 GPU(s) (2 dropped: the recorder fell 2 periods behind)"
         );
+        assert_eq!(
+            dropped.load(Ordering::Relaxed),
+            2,
+            "the counter capture reads"
+        );
         let first = rx.try_recv().unwrap();
         assert_eq!((first.samples.len(), first.processes.len()), (2, 1));
         assert_eq!(rx.try_recv().unwrap().samples.len(), 2);
         assert!(rx.try_recv().is_err());
-        // a recorder that is gone ends the loop
+        // a recorder that is gone ends the loop, though nothing asks it to stop
+        let mut s = Sampler::new(
+            FakeGpus {
+                calls: Cell::new(0),
+                stop_after: None,
+            },
+            "n1",
+        )
+        .unwrap();
         drop(rx);
-        stop.store(false, Ordering::Relaxed);
-        let summary = sample_until_stopped(&mut s, &tx, &stop, Duration::from_millis(1));
-        assert!(summary.starts_with("0 GPU samples"), "{summary}");
+        let never = AtomicBool::new(false);
+        let summary = sample_until_stopped(&mut s, &tx, &never, &dropped, Duration::from_millis(1));
+        assert_eq!(summary, "0 GPU samples of 2 GPU(s)");
+        assert_eq!(s.source.calls.get(), 2, "one sampling round");
+    }
+
+    #[test]
+    fn stopping_cuts_the_wait_for_the_next_sample_short() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let sleeper = std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            sleep_unless_stopped(Duration::from_secs(600), &flag);
+            started.elapsed()
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        stop.store(true, Ordering::Relaxed);
+        sleeper.thread().unpark();
+        assert!(sleeper.join().unwrap() < Duration::from_secs(60));
     }
 }

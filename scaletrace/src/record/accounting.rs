@@ -17,6 +17,9 @@ pub struct Accounting {
     /// Rows dropped because the disk was full: rows of intervals whose files could not be
     /// written, and rows that arrived while no file could be opened.
     pub rows_lost_disk_full: u64,
+    /// GPU samples the sampler thread dropped because the recorder had fallen behind (read
+    /// from its counter as each interval closes).
+    pub gpu_samples_dropped: u64,
     at_interval_start: Mark,
     /// Sum of the wall-clock steps followed in the open interval: its rows before a step were
     /// stamped by the wrong clock, by up to this much.
@@ -29,6 +32,7 @@ struct Mark {
     counters: KernelCounters,
     decode_errors: u64,
     rows_lost_disk_full: u64,
+    gpu_samples_dropped: u64,
 }
 
 /// Rows each table of an interval received.
@@ -65,10 +69,12 @@ impl Accounting {
             events: 0,
             decode_errors: 0,
             rows_lost_disk_full: 0,
+            gpu_samples_dropped: 0,
             at_interval_start: Mark {
                 counters: KernelCounters::zero(),
                 decode_errors: 0,
                 rows_lost_disk_full: 0,
+                gpu_samples_dropped: 0,
             },
             clock_steps: 0,
         }
@@ -114,6 +120,8 @@ impl Accounting {
             rows_lost_disk_full: self.rows_lost_disk_full
                 - self.at_interval_start.rows_lost_disk_full,
             qps_evicted: end.qps_evicted,
+            gpu_samples_dropped: self.gpu_samples_dropped
+                - self.at_interval_start.gpu_samples_dropped,
             decode_errors: self.decode_errors - self.at_interval_start.decode_errors,
             clock_offset_ns: end.clock_in_use.offset_ns,
             clock_error_ns: end.clock_in_use.error_ns + drift + self.clock_steps,
@@ -122,6 +130,7 @@ impl Accounting {
             counters: end.counters.clone(),
             decode_errors: self.decode_errors,
             rows_lost_disk_full: self.rows_lost_disk_full,
+            gpu_samples_dropped: self.gpu_samples_dropped,
         };
         self.clock_steps = 0;
         row
@@ -175,6 +184,7 @@ mod tests {
         let mut a = Accounting::new();
         a.decode_errors = 2;
         a.rows_lost_disk_full = 10;
+        a.gpu_samples_dropped = 5; // the sampler's counter, a run total
         a.clock_stepped(-200_000_000);
         let first = a.close_interval(end(&node, &hooks, &counters(7, 3)));
         assert_eq!(
@@ -186,15 +196,18 @@ mod tests {
             (7, 7, 3)
         );
         assert_eq!((first.decode_errors, first.rows_lost_disk_full), (2, 10));
+        assert_eq!(first.gpu_samples_dropped, 5);
         // the offset in use, its error, the drift since (300 ns) and the step followed
         assert_eq!(first.clock_offset_ns, 1_000);
         assert_eq!(first.clock_error_ns, 5 + 300 + 200_000_000);
 
         a.decode_errors += 1;
         a.rows_lost_disk_full += 4; // a file of the first interval failed to close
+        a.gpu_samples_dropped = 8;
         let second = a.close_interval(end(&node, &hooks, &counters(9, 3)));
         assert_eq!((second.ring_drops, second.flows_filtered_out), (2, 0));
         assert_eq!((second.decode_errors, second.rows_lost_disk_full), (1, 4));
+        assert_eq!(second.gpu_samples_dropped, 3);
         assert_eq!(
             second.clock_error_ns,
             5 + 300,

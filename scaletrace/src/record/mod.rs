@@ -173,7 +173,7 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
             &args.sysfs_root,
         ) {
             Ok(started) => {
-                sinks.set_gpu_devices(started.devices);
+                sinks.set_gpus(started.devices, started.dropped);
                 (Some(started.recorder), Some(started.batches))
             }
             Err(why) => {

@@ -170,6 +170,8 @@ pub struct Sinks {
     tables_on_disk_day: i64,
     /// The sampled GPUs (none without NVML), written in every interval like `interfaces`.
     gpu_devices: Vec<GpuDeviceRow>,
+    /// The GPU sampler's count of samples it dropped (`capture.gpu_samples_dropped`).
+    gpu_samples_dropped: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl Sinks {
@@ -231,6 +233,7 @@ impl Sinks {
             tables_on_disk: Default::default(),
             tables_on_disk_day: 0,
             gpu_devices: Vec::new(),
+            gpu_samples_dropped: None,
             metadata,
         })
     }
@@ -291,9 +294,21 @@ impl Sinks {
         }
     }
 
-    /// The GPUs the sampler found, for `gpu_devices`.
-    pub fn set_gpu_devices(&mut self, devices: Vec<GpuDeviceRow>) {
+    /// GPU samples the sampler dropped so far (live; `capture` takes it at each interval's end).
+    pub fn gpu_samples_dropped(&self) -> u64 {
+        self.gpu_samples_dropped
+            .as_ref()
+            .map_or(0, |d| d.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// The GPUs the sampler found, for `gpu_devices`, and its count of dropped samples.
+    pub fn set_gpus(
+        &mut self,
+        devices: Vec<GpuDeviceRow>,
+        dropped: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    ) {
         self.gpu_devices = devices;
+        self.gpu_samples_dropped = Some(dropped);
     }
 
     /// One period of GPU samples, into the open interval like the kernel's events.
@@ -637,6 +652,7 @@ impl Sinks {
             }
         };
         let clock_end = ClockOffset::measure();
+        self.accounting.gpu_samples_dropped = self.gpu_samples_dropped();
         let capture = self.accounting.close_interval(IntervalEnd {
             node: &self.node,
             run_id: self.layout.run_id(),
@@ -1298,7 +1314,8 @@ mod tests {
             index,
             ..Default::default()
         };
-        sinks.set_gpu_devices(vec![gpu(0), gpu(1)]);
+        let dropped = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        sinks.set_gpus(vec![gpu(0), gpu(1)], dropped.clone());
         let batch = |util| crate::gpu::GpuBatch {
             samples: vec![GpuSampleRow {
                 sm_util_pct: Some(util),
@@ -1315,6 +1332,8 @@ mod tests {
             .unwrap();
         sinks.push_gpu(batch(20)).unwrap();
         sinks.push_gpu(batch(30)).unwrap();
+        // the sampler dropped 3 samples in the second interval
+        dropped.store(3, std::sync::atomic::Ordering::Relaxed);
         sinks.finish(Vec::new(), &mut kernel, &hooks).unwrap();
         assert_eq!(
             column(dir.path(), "gpu_samples", "sm_util_pct"),
@@ -1323,6 +1342,7 @@ mod tests {
         assert_eq!(column(dir.path(), "gpu_processes", "pid"), [10, 20, 30]);
         assert_eq!(hive_files(dir.path(), "gpu_samples"), 2);
         assert_eq!(column(dir.path(), "gpu_devices", "index"), [0, 1, 0, 1]);
+        assert_eq!(column(dir.path(), "capture", "gpu_samples_dropped"), [0, 3]);
     }
 
     /// Sinks of the agent's layout, under `root`.
