@@ -189,11 +189,13 @@ fn path_by_handle(root: &Path, id: u64) -> Option<String> {
 pub fn of_pid(pid: u32) -> JobLabels {
     std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
         .ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|line| line.strip_prefix("0::").map(labels_of))
-        })
+        .and_then(|text| cgroup_v2_path(&text).map(labels_of))
         .unwrap_or_default()
+}
+
+/// The v2 entry (`0::/path`) of a /proc/PID/cgroup file.
+pub fn cgroup_v2_path(proc_cgroup: &str) -> Option<&str> {
+    proc_cgroup.lines().find_map(|l| l.strip_prefix("0::"))
 }
 
 /// The job labels a cgroup path carries.
@@ -373,9 +375,18 @@ mod tests {
     }
 
     #[test]
+    fn reads_cgroup_v2_entry() {
+        assert_eq!(
+            cgroup_v2_path("12:cpu:/a\n0::/system.slice/job.service\n"),
+            Some("/system.slice/job.service")
+        );
+        assert_eq!(cgroup_v2_path("12:cpu:/a\n"), None);
+    }
+
+    #[test]
     fn a_process_has_its_own_cgroup_and_a_gone_one_none() {
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-        let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
+        let Some(path) = cgroup_v2_path(&own) else {
             eprintln!("skipped: no cgroup v2 line (a cgroup v1-only host)");
             return;
         };

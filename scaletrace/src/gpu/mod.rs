@@ -334,7 +334,7 @@ pub fn sample_until_stopped<S: GpuSource>(
     dropped_samples: &AtomicU64,
     interval: Duration,
 ) -> String {
-    let (mut samples, mut dropped) = (0u64, 0u64);
+    let mut samples = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let (s, p) = sampler.sample(now_ns(libc::CLOCK_REALTIME));
         let n = s.len() as u64;
@@ -344,7 +344,6 @@ pub fn sample_until_stopped<S: GpuSource>(
         }) {
             Ok(()) => samples += n,
             Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
-                dropped += n;
                 dropped_samples.fetch_add(n, Ordering::Relaxed);
             }
             Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => break,
@@ -355,6 +354,7 @@ pub fn sample_until_stopped<S: GpuSource>(
         "{samples} GPU samples of {} GPU(s)",
         sampler.devices().len()
     );
+    let dropped = dropped_samples.load(Ordering::Relaxed);
     if dropped > 0 {
         summary.push_str(&format!(
             " ({dropped} dropped: the recorder fell {} periods behind)",
@@ -422,16 +422,15 @@ mod tests {
         }
     }
 
+    /// A sampler of the two fake GPUs.
+    fn fake_sampler(stop_after: Option<(u32, Arc<AtomicBool>)>) -> Sampler<FakeGpus> {
+        let calls = Cell::new(0);
+        Sampler::new(FakeGpus { calls, stop_after }, "n1").unwrap()
+    }
+
     #[test]
     fn samples_every_gpu_with_unsupported_metrics_as_null() {
-        let mut s = Sampler::new(
-            FakeGpus {
-                calls: Cell::new(0),
-                stop_after: None,
-            },
-            "n1",
-        )
-        .unwrap();
+        let mut s = fake_sampler(None);
         let (rows, procs) = s.sample(123);
         assert_eq!(rows.len(), 2);
         assert_eq!(
@@ -519,14 +518,7 @@ mod tests {
     fn sends_a_batch_per_period_until_stopped_and_counts_what_the_recorder_had_no_room_for() {
         let stop = Arc::new(AtomicBool::new(false));
         // Three sampling rounds of two GPUs, then the fake raises the stop flag.
-        let mut s = Sampler::new(
-            FakeGpus {
-                calls: Cell::new(0),
-                stop_after: Some((6, stop.clone())),
-            },
-            "n1",
-        )
-        .unwrap();
+        let mut s = fake_sampler(Some((6, stop.clone())));
         let (tx, mut rx) = tokio::sync::mpsc::channel(2);
         let dropped = AtomicU64::new(0);
         let summary = sample_until_stopped(&mut s, &tx, &stop, &dropped, Duration::from_millis(1));
@@ -545,17 +537,11 @@ mod tests {
         assert_eq!(rx.try_recv().unwrap().samples.len(), 2);
         assert!(rx.try_recv().is_err());
         // a recorder that is gone ends the loop, though nothing asks it to stop
-        let mut s = Sampler::new(
-            FakeGpus {
-                calls: Cell::new(0),
-                stop_after: None,
-            },
-            "n1",
-        )
-        .unwrap();
+        let mut s = fake_sampler(None);
         drop(rx);
-        let never = AtomicBool::new(false);
-        let summary = sample_until_stopped(&mut s, &tx, &never, &dropped, Duration::from_millis(1));
+        let (never, none_dropped) = (AtomicBool::new(false), AtomicU64::new(0));
+        let summary =
+            sample_until_stopped(&mut s, &tx, &never, &none_dropped, Duration::from_millis(1));
         assert_eq!(summary, "0 GPU samples of 2 GPU(s)");
         assert_eq!(s.source.calls.get(), 2, "one sampling round");
     }

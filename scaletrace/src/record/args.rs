@@ -215,15 +215,10 @@ impl RecordArgs {
         };
         let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
             .with_context(|| format!("--pid {pid}: no such process"))?;
-        let rel = cgroup_v2_path(&text)
+        let rel = crate::job_labels::cgroup_v2_path(&text)
             .with_context(|| format!("--pid {pid}: the process is not in a cgroup v2 hierarchy"))?;
         Ok(Some(cgroup2_mount.join(rel.trim_start_matches('/'))))
     }
-}
-
-/// The v2 entry (`0::/path`) of a /proc/PID/cgroup file.
-pub fn cgroup_v2_path(proc_cgroup: &str) -> Option<&str> {
-    proc_cgroup.lines().find_map(|l| l.strip_prefix("0::"))
 }
 
 #[cfg(test)]
@@ -335,14 +330,5 @@ mod tests {
             parse(&["--ring-buffer-kib", "64"]).unwrap().ring_buffer_kib,
             64
         );
-    }
-
-    #[test]
-    fn reads_cgroup_v2_entry() {
-        assert_eq!(
-            cgroup_v2_path("12:cpu:/a\n0::/system.slice/job.service\n"),
-            Some("/system.slice/job.service")
-        );
-        assert_eq!(cgroup_v2_path("12:cpu:/a\n"), None);
     }
 }

@@ -76,6 +76,12 @@ impl Rotation<'_> {
         self.survive_disk_full(sinks, drained)
     }
 
+    /// One period of GPU samples into the sinks (a full disk survived as above).
+    pub fn push_gpu(&mut self, sinks: &mut Sinks, batch: crate::gpu::GpuBatch) -> Result<()> {
+        let pushed = sinks.push_gpu(batch);
+        self.survive_disk_full(sinks, pushed)
+    }
+
     /// The housekeeping period.
     pub fn tick(&self) -> Duration {
         self.housekeeping

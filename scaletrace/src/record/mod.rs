@@ -406,10 +406,7 @@ async fn event_loop(
                 guard.get_inner_mut().flush();
                 guard.clear_ready();
             }
-            batch = next_gpu_batch(&mut gpu_batches) => {
-                let pushed = sinks.push_gpu(batch);
-                rotation.survive_disk_full(sinks, pushed)?;
-            }
+            batch = next_gpu_batch(&mut gpu_batches) => rotation.push_gpu(sinks, batch)?,
             _ = next_tick(&mut nic_tick) => {
                 let sampled = sinks.sample_nics();
                 rotation.survive_disk_full(sinks, sampled)?;
@@ -419,8 +416,7 @@ async fn event_loop(
                 // rotation below closes
                 rotation.drain_ring(sinks, ring.get_mut())?;
                 while let Some(batch) = gpu_batches.as_mut().and_then(|b| b.try_recv().ok()) {
-                    let pushed = sinks.push_gpu(batch);
-                    rotation.survive_disk_full(sinks, pushed)?;
+                    rotation.push_gpu(sinks, batch)?;
                 }
                 let counters = maps.counters()?;
                 let now = now_ns(libc::CLOCK_MONOTONIC) as u64;

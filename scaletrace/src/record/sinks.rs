@@ -714,20 +714,24 @@ impl Sinks {
                 }
             }};
         }
+        // A table written whole here: no file at all when `close!` would only drop it.
         macro_rules! table {
             ($t:ty, $rows:expr) => {{
-                match TableWriter::<$t>::create_at(
-                    layout.root(),
-                    layout.path(<$t>::NAME),
-                    &self.metadata,
-                ) {
-                    Ok(mut tw) => {
-                        for row in $rows {
-                            note(tw.push(row));
+                let rows: Vec<$t> = $rows.into_iter().collect();
+                if !(skip_empty && rows.is_empty() && self.tables_on_disk.contains(<$t>::NAME)) {
+                    match TableWriter::<$t>::create_at(
+                        layout.root(),
+                        layout.path(<$t>::NAME),
+                        &self.metadata,
+                    ) {
+                        Ok(mut tw) => {
+                            for row in rows {
+                                note(tw.push(row));
+                            }
+                            close!(Box::new(tw));
                         }
-                        close!(Box::new(tw));
+                        Err(e) => note(Err(e)),
                     }
-                    Err(e) => note(Err(e)),
                 }
             }};
         }
@@ -747,25 +751,15 @@ impl Sinks {
         table!(InterfaceRow, interfaces);
         let gpu_devices = self.gpu_devices.clone();
         table!(GpuDeviceRow, gpu_devices);
-        if tables.is_none() {
-            // rotations only: at the end of the run open flows go to `flows` (`open_at_end`)
+        // The agent's tables (only the agent rotates): snapshots at rotations (at the end of
+        // the run open flows go to `flows`, `open_at_end`, so its last interval has none), the
+        // per-QP totals at the end; each is still a file when empty, by the rule above.
+        if skip_empty {
             table!(FlowSnapshotRow, snapshots.flows);
             table!(QpSnapshotRow, snapshots.qps);
-        } else if skip_empty {
-            // ... but an agent's run without a rotation still has the tables, empty
-            if !self.tables_on_disk.contains(FlowSnapshotRow::NAME) {
-                table!(FlowSnapshotRow, Vec::<FlowSnapshotRow>::new());
-            }
-            if !self.tables_on_disk.contains(QpSnapshotRow::NAME) {
-                table!(QpSnapshotRow, Vec::<QpSnapshotRow>::new());
-            }
         }
-        if let Some(rows) = qp_traffic {
-            table!(QpTrafficRow, rows);
-        } else if skip_empty && !self.tables_on_disk.contains(QpTrafficRow::NAME) {
-            // (its rows are the run's totals, written at its end)
-            table!(QpTrafficRow, Vec::<QpTrafficRow>::new());
-        }
+        // (`record` writes its run's totals at the end too, `Some` there)
+        table!(QpTrafficRow, qp_traffic.unwrap_or_default());
         table!(CaptureRow, [capture.clone()]);
         match first_error {
             Some(e) => Err(e),
