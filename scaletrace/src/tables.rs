@@ -7,8 +7,8 @@ table! {
     pub struct FlowRow in "flows" {
         description: "One row per TCP connection that passed the filters: written when it closes, or \
         at the end of the capture (`open_at_end = true`) with its counters at that moment. \
-        Counters are the kernel's own per-socket counters, read in the kernel at each RTT \
-        update and at close.",
+        Counters are the kernel's own per-socket counters: read at close, and for a flow \
+        still open at the end from the kernel at that moment (sock_diag, as `ss -i`).",
         host: String => str_col("Node hostname."),
         flow_id: u64 => u64_col("", "Kernel socket cookie: unique per socket until reboot; joins to `rtt`, `retransmits`, `state_changes`."),
         netns_cookie: u64 => u64_col("", "Network namespace cookie of the socket."),

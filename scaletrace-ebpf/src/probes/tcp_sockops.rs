@@ -402,7 +402,9 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
         // No RTT measured yet (the handshake ACK): nothing to record.
         return Ok(());
     }
-    refresh_counters(ops, flow);
+    // Per ACK only what must be: the RTT aggregates and the ends of stalls. The socket's
+    // cumulative counters are copied below, when a sample is due, and at close; userspace
+    // reads open flows' counters from the kernel itself (sock_diag) at a snapshot or the stop.
     flow.rtt_count += 1;
     flow.srtt_sum_us += srtt_us as u64;
     flow.srtt_last_us = srtt_us;
@@ -429,6 +431,7 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
         return Ok(());
     }
     flow.last_sample_ns = now;
+    refresh_counters(ops, flow);
     refresh_reordering(ctx.ops, flow);
     // Filled in place in the ring buffer, not built on the stack first.
     let Some(mut entry) = EVENTS.reserve::<RttSampleEvent>(0) else {
@@ -444,17 +447,17 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
         ts_ns: now,
     };
     e.cookie = cookie;
-    e.bytes_acked = ops.bytes_acked;
-    e.bytes_received = ops.bytes_received;
+    e.bytes_acked = flow.bytes_acked;
+    e.bytes_received = flow.bytes_received;
     e.srtt_us = srtt_us;
-    e.min_rtt_us = ops.rtt_min;
+    e.min_rtt_us = flow.min_rtt_us;
     e.snd_cwnd = ops.snd_cwnd;
     e.snd_ssthresh = ops.snd_ssthresh;
     e.packets_out = ops.packets_out;
     e.retrans_out = ops.retrans_out;
     e.lost_out = ops.lost_out;
     e.sacked_out = ops.sacked_out;
-    e.total_retrans = ops.total_retrans;
+    e.total_retrans = flow.total_retrans;
     e.mss = ops.mss_cache;
     e.rate_delivered = ops.rate_delivered;
     e.rate_interval_us = ops.rate_interval_us;

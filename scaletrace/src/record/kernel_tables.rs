@@ -8,8 +8,6 @@ use scaletrace_common::*;
 
 /// The kernel tables as the sinks see them.
 pub trait KernelTables {
-    /// Every entry of the flow table: socket cookie and aggregate.
-    fn flows(&self) -> Vec<(u64, FlowStats)>;
     /// The flows that closed while the ring buffer was full (the kernel kept them, marked),
     /// without copying the rest of the table.
     fn closed_unsent_flows(&self) -> Vec<(u64, FlowStats)>;
@@ -17,9 +15,10 @@ pub trait KernelTables {
     fn flow_count(&self) -> usize;
     /// Removes a flow whose final row is written.
     fn remove_flow(&mut self, cookie: u64);
-    /// Every flow left at the end of the run, the open ones with their counters read from the
-    /// kernel now (an open flow's aggregate holds those of its last RTT sample).
-    fn flows_at_end(&self) -> Vec<FlowStats>;
+    /// Every flow in the table, the open ones with their counters read from the kernel now:
+    /// sock_ops copies a flow's counters into its aggregate only at an RTT sample and at close
+    /// (not at every ACK), so the aggregate of an open flow holds those of its last sample.
+    fn flows_now(&self) -> Vec<FlowStats>;
     /// Every QP's data-path totals.
     fn qp_traffic(&self) -> Vec<(QpKey, QpTraffic)>;
     /// The event counters, summed over CPUs.
@@ -123,10 +122,6 @@ impl KernelMaps {
 }
 
 impl KernelTables for KernelMaps {
-    fn flows(&self) -> Vec<(u64, FlowStats)> {
-        self.complete_flows(|_| true)
-    }
-
     fn closed_unsent_flows(&self) -> Vec<(u64, FlowStats)> {
         self.complete_flows(|s| s.closed_unsent != 0)
     }
@@ -146,8 +141,12 @@ impl KernelTables for KernelMaps {
         let _ = self.flows.remove(&cookie);
     }
 
-    fn flows_at_end(&self) -> Vec<FlowStats> {
-        let mut flows: Vec<FlowStats> = self.flows().into_iter().map(|(_, s)| s).collect();
+    fn flows_now(&self) -> Vec<FlowStats> {
+        let mut flows: Vec<FlowStats> = self
+            .complete_flows(|_| true)
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect();
         let namespaces = crate::adopt::namespaces(None);
         if let Err(e) = crate::final_counters::refresh_open_flows(&mut flows, &namespaces) {
             log::warn!("open flows keep their last sampled counters: {e:#}");

@@ -507,13 +507,14 @@ impl Sinks {
     /// snapshot; flows gone since are forgotten.
     fn snapshot_open_flows(
         &mut self,
-        flows: Vec<(u64, FlowStats)>,
+        flows: Vec<FlowStats>,
         now_mono: u64,
         now_utc: i64,
     ) -> Vec<FlowSnapshotRow> {
         let mut prev = std::mem::take(&mut self.snapshot_prev);
         let mut rows = Vec::new();
-        for (cookie, s) in flows {
+        for s in flows {
+            let cookie = s.cookie;
             if s.end_ns != 0 {
                 continue; // closed: its final row goes to `flows`
             }
@@ -594,7 +595,7 @@ impl Sinks {
         let old_layout = std::mem::replace(&mut self.layout, next);
         let snapshots = Snapshots {
             flows: self.snapshot_open_flows(
-                tables.flows(),
+                tables.flows_now(),
                 now_ns(libc::CLOCK_MONOTONIC) as u64,
                 end_utc,
             ),
@@ -785,7 +786,7 @@ impl Sinks {
         // A last reading, so the counters cover the whole run.
         note(self.sample_nics());
         let end_mono = now_ns(libc::CLOCK_MONOTONIC) as u64;
-        let remaining = tables.flows_at_end();
+        let remaining = tables.flows_now();
         for s in &remaining {
             let row = self.assembler.flow(s, end_mono);
             note(self.push_with(|w| w.flows.push(row)));
@@ -878,9 +879,6 @@ mod tests {
     }
 
     impl KernelTables for FakeKernel {
-        fn flows(&self) -> Vec<(u64, FlowStats)> {
-            self.flows.iter().map(|(k, v)| (*k, *v)).collect()
-        }
         fn closed_unsent_flows(&self) -> Vec<(u64, FlowStats)> {
             self.sweeps.set(self.sweeps.get() + 1);
             self.flows
@@ -895,7 +893,7 @@ mod tests {
         fn remove_flow(&mut self, cookie: u64) {
             self.flows.remove(&cookie);
         }
-        fn flows_at_end(&self) -> Vec<FlowStats> {
+        fn flows_now(&self) -> Vec<FlowStats> {
             self.flows.values().copied().collect()
         }
         fn qp_traffic(&self) -> Vec<(QpKey, QpTraffic)> {
