@@ -267,6 +267,43 @@ def test_rate_limit_queueing_raises_rtt(net, tmp_path):
     assert shaped > 2_000 and shaped > 5 * base, (base, shaped)
 
 
+def test_rtt_histograms_count_every_rtt_update_of_each_window(net, tmp_path):
+    """Every ACK that measured an RTT is counted in the kernel, in its flow's histogram window,
+    not only the sampled ones: a flow's windows add up to its own count of RTT updates, their
+    extremes and mean are the flow's, and each sampled RTT lies within its window's range. A
+    token bucket builds a queue, so the RTT spreads from microseconds to milliseconds."""
+    net.rate_limit_client("40mbit", "300ms")
+    rec = Recorder(tmp_path, "--netns", net.a, "--rtt-window", "250ms")
+    transfer(net, 5205, 8 * MB)
+    assert rec.stop() == 0, rec.stderr
+    flow_id, *_, rtt_updates = client_flow(rec, net, 5205)[:5]
+    f_min, f_max, f_mean = rec.query(f"SELECT srtt_min_us, srtt_max_us, srtt_mean_us FROM flows WHERE flow_id = {flow_id}")[0]
+    (windows, distinct, updates, lo, hi, weighted_sum, bad_sums, unaligned, unordered) = rec.query(f"""
+        SELECT count(*), count(DISTINCT ts), sum(updates), min(srtt_min_us), max(srtt_max_us),
+               sum(srtt_mean_us * updates),
+               count(*) FILTER (WHERE list_sum(buckets) <> updates OR len(buckets) <> 84),
+               count(*) FILTER (WHERE epoch_ns(ts) % window_ns <> 0 OR window_ns <> 250000000),
+               count(*) FILTER (WHERE NOT (srtt_min_us <= srtt_p50_us AND srtt_p50_us <= srtt_p90_us
+                                           AND srtt_p90_us <= srtt_p99_us AND srtt_p99_us <= srtt_max_us))
+        FROM rtt_histograms WHERE flow_id = {flow_id}""")[0]
+    # 8 MB at 40 Mbit/s: 1.7 s, about seven windows of 250 ms
+    assert windows >= 5 and distinct == windows, (windows, distinct)
+    assert updates == rtt_updates, (updates, rtt_updates)
+    assert (lo, hi) == (f_min, f_max)
+    assert abs(weighted_sum / updates - f_mean) <= 1e-6 * f_mean
+    assert (bad_sums, unaligned, unordered) == (0, 0, 0)
+    assert hi > 10 * lo, (lo, hi)  # the queue built: the windows do span a range
+    # The sampled RTTs (`rtt`) against their windows, away from the edges (the kernel's and the
+    # loader's conversions to UTC may differ by microseconds).
+    outside, samples = rec.query(f"""
+        SELECT count(*) FILTER (WHERE r.srtt_us NOT BETWEEN h.srtt_min_us AND h.srtt_max_us), count(*)
+        FROM rtt r JOIN rtt_histograms h
+          ON h.flow_id = r.flow_id AND epoch_ns(r.ts) // h.window_ns = epoch_ns(h.ts) // h.window_ns
+        WHERE r.flow_id = {flow_id} AND epoch_ns(r.ts) % h.window_ns BETWEEN 1000000 AND h.window_ns - 1000000""")[0]
+    assert samples >= 20 and outside == 0, (samples, outside)
+    assert rec.query("SELECT sum(ring_drops_rtt_histogram) FROM capture")[0][0] == 0
+
+
 def test_sigint_mid_transfer_leaves_readable_parquet_with_the_open_flow(net, tmp_path):
     # An open flow's counters are those of its last RTT callback, and the ACK of a retransmitted
     # segment carries no RTT sample (Karn): a tail loss probe fired by a stalled CPU (a busy CI

@@ -17,8 +17,9 @@ pub const EVENT_STATE_CHANGE: u32 = 4;
 pub const EVENT_NCCL_CALL: u32 = 5;
 pub const EVENT_VERBS_CALL: u32 = 6;
 pub const EVENT_VERBS_COMPLETION: u32 = 7;
+pub const EVENT_RTT_HISTOGRAM: u32 = 8;
 /// Number of event kinds plus one (index 0 unused), sizing the per-kind counters.
-pub const EVENT_KINDS: u32 = 8;
+pub const EVENT_KINDS: u32 = 9;
 
 /// Per-CPU counter slots in the `STATS` map: `base + kind`.
 pub const STAT_EMITTED: u32 = 0;
@@ -134,6 +135,11 @@ pub struct Config {
     pub cgroup_kn: u16,
     pub kernfs_node_id: u16,
     pub _pad2: [u8; 6],
+    /// Length of a flow's RTT histogram window (`RttWindow`), ns.
+    pub rtt_window_ns: u64,
+    /// Wall clock minus kernel monotonic clock at load, ns: windows start on whole multiples
+    /// of `rtt_window_ns` of UTC (as the clock was at load), so every node's line up.
+    pub rtt_window_offset_ns: u64,
 }
 
 impl Config {
@@ -160,6 +166,8 @@ impl Config {
         cgroup_kn: TracepointOffsets::ABSENT,
         kernfs_node_id: TracepointOffsets::ABSENT,
         _pad2: [0; 6],
+        rtt_window_ns: 1_000_000_000,
+        rtt_window_offset_ns: 0,
     };
 }
 
@@ -174,6 +182,92 @@ pub struct FlowTuple {
     pub _pad: u16,
     pub local_addr: [u8; 16],
     pub remote_addr: [u8; 16],
+}
+
+/// Buckets of a flow's RTT histogram (`RttWindow::buckets`): log-linear, four per power of two
+/// (bucket `i` holds `[rtt_bucket_lower_us(i), rtt_bucket_lower_us(i + 1))` µs), exact below
+/// 4 µs, the last open-ended from 3.67 s up. A value stands for its bucket within 12.5 %.
+pub const RTT_HIST_BUCKETS: usize = 84;
+
+/// The bucket of a smoothed RTT of `us` microseconds. Shared by the kernel (at every RTT
+/// update) and userspace; written without a count-leading-zeros instruction, which BPF lacks.
+#[inline(always)]
+pub fn rtt_bucket(us: u32) -> usize {
+    if us < 4 {
+        return us as usize;
+    }
+    // e = floor(log2(us)), by halving the range five times
+    let (mut x, mut e) = (us, 0u32);
+    if x >= 1 << 16 {
+        x >>= 16;
+        e += 16;
+    }
+    if x >= 1 << 8 {
+        x >>= 8;
+        e += 8;
+    }
+    if x >= 1 << 4 {
+        x >>= 4;
+        e += 4;
+    }
+    if x >= 1 << 2 {
+        x >>= 2;
+        e += 2;
+    }
+    if x >= 1 << 1 {
+        e += 1;
+    }
+    // the two bits below the leading one pick one of four sub-buckets of [2^e, 2^(e+1))
+    let i = (4 * (e - 1) + ((us >> (e - 2)) & 3)) as usize;
+    if i >= RTT_HIST_BUCKETS {
+        RTT_HIST_BUCKETS - 1
+    } else {
+        i
+    }
+}
+
+/// The smallest RTT (µs) that falls into bucket `i`.
+pub const fn rtt_bucket_lower_us(i: usize) -> u32 {
+    if i < 4 {
+        i as u32
+    } else {
+        ((4 + i % 4) as u32) << (i / 4 - 1)
+    }
+}
+
+/// One flow's RTT updates in one window of `Config::rtt_window_ns`: every update, not only
+/// the sampled ones (`--rtt-sample-interval`), so its tails are exact within a bucket.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RttWindow {
+    /// Kernel monotonic ns at which the window starts.
+    pub start_ns: u64,
+    /// Kernel monotonic ns at which it ends; 0 before the flow's first window.
+    pub end_ns: u64,
+    /// Sum of the window's smoothed RTTs, µs.
+    pub sum_us: u64,
+    /// RTT updates in the window (the buckets' sum).
+    pub count: u32,
+    pub min_us: u32,
+    pub max_us: u32,
+    pub _pad: u32,
+    pub buckets: [u32; RTT_HIST_BUCKETS],
+}
+
+impl Default for RttWindow {
+    fn default() -> Self {
+        // SAFETY: plain integers: all-zero bytes are a valid value.
+        unsafe { core::mem::zeroed() }
+    }
+}
+
+/// A flow's finished RTT histogram window.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RttHistogramEvent {
+    pub header: EventHeader,
+    pub cookie: u64,
+    pub window: RttWindow,
 }
 
 /// Per-flow aggregate kept in the kernel `FLOWS` map (keyed by socket cookie), so that every RTT
@@ -238,6 +332,9 @@ pub struct FlowStats {
     /// The cgroup v2 id of the socket's cgroup (where the process that created it ran: a pod's
     /// container, a Slurm job step), read once at the flow's start; 0 when unknown.
     pub cgroup_id: u64,
+    /// The RTT histogram of the window now open; sent when an update falls into a later
+    /// window, and with the flow's end.
+    pub rtt_window: RttWindow,
 }
 
 #[repr(C)]
@@ -521,14 +618,16 @@ macro_rules! assert_size {
 
 assert_size! {
     TracepointOffsets => 22,
-    Config => 160,
+    Config => 176,
     FlowTuple => 40,
-    FlowStats => 208,
+    FlowStats => 584,
     EventHeader => 16,
+    RttWindow => 376,
+    RttHistogramEvent => 400,
     RttSampleEvent => 96,
     RetransmitEvent => 72,
     StateChangeEvent => 96,
-    FlowEndEvent => 224,
+    FlowEndEvent => 600,
     NcclCallEvent => 96,
     CallKey => 16,
     VerbsCallEvent => 128,

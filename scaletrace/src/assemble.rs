@@ -180,6 +180,37 @@ impl Assembler {
         }
     }
 
+    /// A flow's RTT histogram window as a row; `None` for one without an update (a flow with
+    /// no RTT yet, or histograms off).
+    pub fn rtt_histogram(&self, cookie: u64, w: &RttWindow) -> Option<RttHistogramRow> {
+        if w.count == 0 {
+            return None;
+        }
+        let window_ns = w.end_ns.saturating_sub(w.start_ns);
+        // The kernel's windows are whole multiples of the window of UTC as the clock was at the
+        // start; after a step of the wall clock, the start is put on the nearest one of now.
+        let start = self.utc(w.start_ns);
+        let ts = match window_ns as i64 {
+            0 => start,
+            len => (start + len / 2).div_euclid(len) * len,
+        };
+        let quantile = |q| crate::rtt_histogram::quantile_us(w, q).unwrap_or_default();
+        Some(RttHistogramRow {
+            host: self.host.clone(),
+            ts,
+            flow_id: cookie,
+            window_ns,
+            updates: w.count,
+            srtt_min_us: w.min_us,
+            srtt_mean_us: w.sum_us as f64 / w.count as f64,
+            srtt_max_us: w.max_us,
+            srtt_p50_us: quantile(0.5),
+            srtt_p90_us: quantile(0.9),
+            srtt_p99_us: quantile(0.99),
+            buckets: w.buckets.to_vec(),
+        })
+    }
+
     pub fn retransmit(&self, e: &RetransmitEvent) -> RetransmitRow {
         let t = &e.tuple;
         RetransmitRow {

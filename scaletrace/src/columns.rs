@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use arrow::{
     array::{
-        ArrayRef, BooleanArray, Float64Array, Int64Array, StringArray, TimestampNanosecondArray,
-        UInt16Array, UInt32Array, UInt64Array,
+        ArrayRef, BooleanArray, Float64Array, Int64Array, ListBuilder, StringArray,
+        TimestampNanosecondArray, UInt16Array, UInt32Array, UInt32Builder, UInt64Array,
     },
     datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit},
 };
@@ -171,6 +171,32 @@ pub fn opt_str_col<R: 'static>(
     }
 }
 
+/// A list of u32 per row (a histogram's bucket counts), its items never null.
+pub fn u32_list_col<R: 'static>(
+    name: &'static str,
+    unit: &'static str,
+    doc: &'static str,
+    get: fn(&R) -> &[u32],
+) -> Column<R> {
+    let item = Arc::new(Field::new("item", DataType::UInt32, false));
+    Column {
+        name,
+        data_type: DataType::List(item.clone()),
+        nullable: false,
+        unit,
+        doc,
+        build: Box::new(move |rows| {
+            let mut list = ListBuilder::with_capacity(UInt32Builder::new(), rows.len())
+                .with_field(item.clone());
+            for row in rows {
+                list.values().append_slice(get(row));
+                list.append(true);
+            }
+            Arc::new(list.finish()) as ArrayRef
+        }),
+    }
+}
+
 /// Declares a table once: the row struct, one field per column in column order, and its
 /// `Table` impl (name, description, and each column's kind, unit and meaning), each column
 /// reading the field of its name. A field without a column, or a column without a field, is
@@ -181,6 +207,9 @@ macro_rules! table {
     };
     (@get opt_str_col, $field:ident) => {
         |r| r.$field.as_deref()
+    };
+    (@get u32_list_col, $field:ident) => {
+        |r| &r.$field[..]
     };
     (@get $kind:ident, $field:ident) => {
         |r| r.$field
@@ -236,6 +265,7 @@ pub fn sql_type(dt: &DataType) -> &'static str {
         DataType::Boolean => "BOOLEAN",
         DataType::Utf8 => "VARCHAR",
         DataType::Timestamp(_, _) => "TIMESTAMP WITH TIME ZONE",
+        DataType::List(item) if item.data_type() == &DataType::UInt32 => "UINTEGER[]",
         _ => "OTHER",
     }
 }

@@ -4,10 +4,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use anyhow::{bail, Result};
 use scaletrace_common::*;
 
-#[derive(Debug, Clone, Copy)]
+/// The two records that carry a whole RTT histogram (600 and 400 bytes, a few per flow) are
+/// boxed: every event moves by value, and the enum is as large as its largest variant, so
+/// unboxed they would make each of the millions of RTT samples a 600-byte copy.
+#[derive(Debug, Clone)]
 pub enum Event {
-    FlowEnd(FlowEndEvent),
+    FlowEnd(Box<FlowEndEvent>),
     RttSample(RttSampleEvent),
+    RttHistogram(Box<RttHistogramEvent>),
     Retransmit(RetransmitEvent),
     StateChange(StateChangeEvent),
     NcclCall(NcclCallEvent),
@@ -34,8 +38,9 @@ fn read<T: Copy>(bytes: &[u8]) -> Result<T> {
 pub fn decode(bytes: &[u8]) -> Result<Event> {
     let header: EventHeader = read(bytes)?;
     Ok(match header.kind {
-        EVENT_FLOW_END => Event::FlowEnd(read(bytes)?),
+        EVENT_FLOW_END => Event::FlowEnd(Box::new(read(bytes)?)),
         EVENT_RTT_SAMPLE => Event::RttSample(read(bytes)?),
+        EVENT_RTT_HISTOGRAM => Event::RttHistogram(Box::new(read(bytes)?)),
         EVENT_RETRANSMIT => Event::Retransmit(read(bytes)?),
         EVENT_STATE_CHANGE => Event::StateChange(read(bytes)?),
         EVENT_NCCL_CALL => Event::NcclCall(read(bytes)?),
@@ -134,6 +139,13 @@ mod tests {
         end.stats.bytes_acked = 99;
         assert!(
             matches!(decode(&bytes_of(&end)).unwrap(), Event::FlowEnd(e) if e.stats.bytes_acked == 99)
+        );
+        let mut hist = RttHistogramEvent::default();
+        hist.header.kind = EVENT_RTT_HISTOGRAM;
+        hist.cookie = 5;
+        hist.window.buckets[RTT_HIST_BUCKETS - 1] = 3;
+        assert!(
+            matches!(decode(&bytes_of(&hist)).unwrap(), Event::RttHistogram(e) if e.cookie == 5 && e.window.buckets[RTT_HIST_BUCKETS - 1] == 3)
         );
         let mut st = StateChangeEvent::default();
         st.header.kind = EVENT_STATE_CHANGE;

@@ -29,6 +29,7 @@ mod parquet_sink;
 mod probe;
 mod qp_counters;
 mod record;
+mod rtt_histogram;
 mod tables;
 mod trace_time;
 mod tracefs;

@@ -341,11 +341,13 @@ fn short_error(e: &anyhow::Error) -> String {
     if lines.len() <= 4 {
         return lines.join(" ");
     }
+    // the verifier's reason comes just before its statistics (verification time, stack
+    // depth, instructions processed)
     let mut tail: Vec<&str> = lines
         .iter()
         .rev()
         .filter(|l| !l.trim().is_empty())
-        .take(4)
+        .take(7)
         .copied()
         .collect();
     tail.reverse();

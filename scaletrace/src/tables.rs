@@ -132,6 +132,36 @@ table! {
 }
 
 table! {
+    /// One flow's RTT updates in one histogram window.
+    pub struct RttHistogramRow in "rtt_histograms" {
+        description: "Every RTT update of a flow in one window of `--rtt-window` (1 s by default), \
+        counted in the kernel into a log-linear histogram: each ACK that carried an RTT \
+        measurement, not only the sampled ones of `rtt`, so counts and tails are exact within a \
+        bucket (the windows of a flow add up to `flows.rtt_updates`). One row per flow and \
+        window with an update. A window is written when the flow's first update of a later \
+        window comes, when the flow closes, or at the end of the capture, so a flow idle for a \
+        while writes its last window late: select by `ts`, not by file. Bucket `i` holds the \
+        smoothed RTTs from `lower(i)` to below `lower(i + 1)` µs, where `lower(i) = i` for \
+        `i < 4` and `(4 + i % 4) * 2^(i / 4 - 1)` above (four buckets per power of two); the last \
+        bucket (83) holds 3.67 s and more. Percentiles are read from the buckets: the middle of \
+        the bucket that holds the rank, which is within 12.5 % of the exact value, kept within \
+        the window's exact minimum and maximum.",
+        host: String => str_col("Node hostname."),
+        ts: i64 => ts_col("Start of the window: a whole multiple of `window_ns` of UTC (as the clock was when the capture started)."),
+        flow_id: u64 => u64_col("", "Joins to `flows.flow_id`."),
+        window_ns: u64 => u64_col("ns", "Length of the window (`--rtt-window`)."),
+        updates: u32 => u32_col("count", "RTT updates in the window (the sum of `buckets`)."),
+        srtt_min_us: u32 => u32_col("µs", "Smallest smoothed RTT in the window (exact)."),
+        srtt_mean_us: f64 => f64_col("µs", "Mean smoothed RTT (exact)."),
+        srtt_max_us: u32 => u32_col("µs", "Largest smoothed RTT (exact)."),
+        srtt_p50_us: f64 => f64_col("µs", "Median smoothed RTT, from the buckets (within 12.5 %)."),
+        srtt_p90_us: f64 => f64_col("µs", "90th percentile, from the buckets (within 12.5 %)."),
+        srtt_p99_us: f64 => f64_col("µs", "99th percentile, from the buckets (within 12.5 %)."),
+        buckets: Vec<u32> => u32_list_col("count", "RTT updates per bucket, 84 buckets (bounds in the table's description)."),
+    }
+}
+
+table! {
     /// One retransmitted segment (or SYN-ACK).
     pub struct RetransmitRow in "retransmits" {
         description: "One row per `tcp:tcp_retransmit_skb` (tracked flows) or \
@@ -195,6 +225,7 @@ table! {
         ring_drops_rtt: u64 => u64_col("events", "RTT samples lost."),
         ring_drops_retransmit: u64 => u64_col("events", "Retransmit events lost."),
         ring_drops_state: u64 => u64_col("events", "State changes lost."),
+        ring_drops_rtt_histogram: u64 => u64_col("events", "RTT histogram windows lost (`rtt_histograms`)."),
         ring_drops_nccl: u64 => u64_col("events", "NCCL calls lost."),
         ring_drops_verbs: u64 => u64_col("events", "Verbs calls lost."),
         rtt_samples_skipped_by_interval: u64 => u64_col("events", "RTT updates not sampled because of `--rtt-sample-interval` (by design, not loss)."),
@@ -540,6 +571,7 @@ pub fn catalog() -> Vec<TableInfo> {
         info::<FlowRow>(),
         info::<FlowSnapshotRow>(),
         info::<RttRow>(),
+        info::<RttHistogramRow>(),
         info::<RetransmitRow>(),
         info::<StateChangeRow>(),
         info::<CaptureRow>(),

@@ -3,7 +3,7 @@
 //! buffer), sends sampled RTT snapshots, and a flow-end record at close.
 use aya_ebpf::{
     bindings::{
-        BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB, BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB,
+        BPF_F_NO_PREALLOC, BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB, BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB,
         BPF_SOCK_OPS_RETRANS_CB, BPF_SOCK_OPS_RETRANS_CB_FLAG, BPF_SOCK_OPS_RTO_CB,
         BPF_SOCK_OPS_RTO_CB_FLAG, BPF_SOCK_OPS_RTT_CB, BPF_SOCK_OPS_RTT_CB_FLAG,
         BPF_SOCK_OPS_STATE_CB, BPF_SOCK_OPS_STATE_CB_FLAG, BPF_SOCK_OPS_TCP_CONNECT_CB,
@@ -27,9 +27,11 @@ use crate::{
 
 const TCP_CLOSE: u32 = 7;
 
-/// Socket cookie -> per-flow aggregate.
+/// Socket cookie -> per-flow aggregate. Not preallocated: an entry (with its RTT histogram,
+/// ~600 bytes) takes kernel memory only while its connection is open, not `--max-flows` of
+/// them from the start; only sock_ops uses this map, so every kernel allows it.
 #[map]
-static FLOWS: HashMap<u64, FlowStats> = HashMap::with_max_entries(MAX_FLOWS, 0);
+static FLOWS: HashMap<u64, FlowStats> = HashMap::with_max_entries(MAX_FLOWS, BPF_F_NO_PREALLOC);
 
 /// Tuple of a tracked flow -> socket cookie; lets the tracepoints (which see no cookie and no
 /// namespace) apply exactly the filters sock_ops applied.
@@ -416,6 +418,7 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
     }
 
     let now = now_ns();
+    add_to_rtt_window(&mut flow.rtt_window, cookie, srtt_us, now);
     // An RTT sample means new data was acknowledged: a timeout stall is over.
     if flow.rto_at_ns != 0 {
         flow.rto_recovery_ns += now.saturating_sub(flow.rto_at_ns);
@@ -466,6 +469,69 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
     entry.submit(submit_flags());
     count(STAT_EMITTED + EVENT_RTT_SAMPLE);
     Ok(())
+}
+
+/// Counts an RTT update in the flow's histogram window; an update past the window's end first
+/// sends the window (if it holds any update) and opens the one it falls into.
+#[inline(always)]
+fn add_to_rtt_window(w: &mut RttWindow, cookie: u64, srtt_us: u32, now: u64) {
+    let len = config!(rtt_window_ns);
+    if len == 0 {
+        return; // --rtt-window 0s: no histograms
+    }
+    if now >= w.end_ns {
+        if w.count != 0 {
+            emit_rtt_window(w, cookie, now);
+        }
+        // SAFETY: `w` is a valid, exclusive RttWindow (plain integers: all-zero bytes are a
+        // valid value); zeroed in place, as it does not fit the stack beside the rest.
+        unsafe { core::ptr::write_bytes(w as *mut RttWindow, 0, 1) };
+        // windows on whole multiples of `len` of the wall clock (as it was at load)
+        let offset = config!(rtt_window_offset_ns);
+        w.start_ns = (now + offset) / len * len - offset;
+        w.end_ns = w.start_ns + len;
+        w.min_us = u32::MAX;
+    }
+    w.count += 1;
+    w.sum_us += srtt_us as u64;
+    if srtt_us < w.min_us {
+        w.min_us = srtt_us;
+    }
+    if srtt_us > w.max_us {
+        w.max_us = srtt_us;
+    }
+    // The compiler knows `rtt_bucket` stays below the length and drops the bounds check, but
+    // the verifier cannot follow its arithmetic: read the index back through a volatile so the
+    // check stays, for the verifier to see.
+    let bucket = rtt_bucket(srtt_us);
+    // SAFETY: a read of a local variable.
+    let bucket = unsafe { core::ptr::read_volatile(&bucket) };
+    if let Some(count) = w.buckets.get_mut(bucket) {
+        *count += 1;
+    }
+}
+
+/// Sends a finished histogram window; counted and lost when the ring is full.
+#[inline(always)]
+fn emit_rtt_window(w: &RttWindow, cookie: u64, now: u64) {
+    let Some(mut entry) = EVENTS.reserve::<RttHistogramEvent>(0) else {
+        count(STAT_RING_FULL + EVENT_RTT_HISTOGRAM);
+        return;
+    };
+    let event = entry.as_mut_ptr();
+    // SAFETY: a reserved ring buffer slot of this type, ours until submitted; the header, the
+    // cookie and the whole window are written before the submit.
+    unsafe {
+        (*event).header = EventHeader {
+            kind: EVENT_RTT_HISTOGRAM,
+            _pad: 0,
+            ts_ns: now,
+        };
+        (*event).cookie = cookie;
+        core::ptr::copy_nonoverlapping(w as *const RttWindow, &mut (*event).window, 1);
+    }
+    entry.submit(submit_flags());
+    count(STAT_EMITTED + EVENT_RTT_HISTOGRAM);
 }
 
 #[inline(always)]

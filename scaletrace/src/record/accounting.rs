@@ -112,6 +112,7 @@ impl Accounting {
             ring_drops_rtt: k.get(STAT_RING_FULL + EVENT_RTT_SAMPLE),
             ring_drops_retransmit: k.get(STAT_RING_FULL + EVENT_RETRANSMIT),
             ring_drops_state: k.get(STAT_RING_FULL + EVENT_STATE_CHANGE),
+            ring_drops_rtt_histogram: k.get(STAT_RING_FULL + EVENT_RTT_HISTOGRAM),
             rtt_samples_skipped_by_interval: k.get(STAT_RATE_LIMITED + EVENT_RTT_SAMPLE),
             retransmits_over_rate: k.get(STAT_RATE_LIMITED + EVENT_RETRANSMIT),
             retransmits_not_sent: k.get(STAT_RETRANSMITS_NOT_SENT),

@@ -65,6 +65,14 @@ pub struct RecordArgs {
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
     pub rtt_sample_interval: Duration,
 
+    /// Length of the windows of the `rtt_histograms` table: every RTT update of a flow (each
+    /// ACK that measured one) is counted in the kernel into one histogram per window, which
+    /// gives exact counts, minimum and maximum, and percentiles within 12.5 %, whatever the
+    /// --rtt-sample-interval. Windows start on whole multiples of it in UTC, so every node's
+    /// line up. 0s turns the histograms off. From 10ms to 1h.
+    #[arg(long, default_value = "1s", value_parser = parse_rtt_window)]
+    pub rtt_window: Duration,
+
     /// Per-CPU limit on retransmit events per second sent to userspace; beyond it they are
     /// counted (capture.retransmits_over_rate) but not recorded one by one.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -75,9 +83,9 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 8192, value_name = "KIB", value_parser = parse_ring_kib)]
     pub ring_buffer_kib: u32,
 
-    /// Most TCP connections tracked at once (two kernel maps, allocated up front: about 390
-    /// bytes each, 25 MB at the default). Beyond it
-    /// new connections are not tracked; how many is counted in `capture`, the status files and
+    /// Most TCP connections tracked at once. Kernel memory: an index allocated up front, about
+    /// 110 bytes each (7 MB at the default), and for each connection open, its aggregate and
+    /// RTT histogram, about 660 bytes each. Beyond it new connections are not tracked; how many is counted in `capture`, the status files and
     /// the summary, with a warning the first time.
     #[arg(long, default_value_t = scaletrace_common::MAX_FLOWS, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1024..=4_194_304))]
@@ -145,6 +153,16 @@ pub fn parse_gpu_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+pub fn parse_rtt_window(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if !d.is_zero() && (d < Duration::from_millis(10) || d > Duration::from_secs(3600)) {
+        return Err(format!(
+            "{s}: an RTT histogram window is from 10ms to 1h (0s turns them off)"
+        ));
+    }
+    Ok(d)
+}
+
 pub fn parse_ring_kib(s: &str) -> Result<u32, String> {
     let kib: u32 = s
         .parse()
@@ -197,6 +215,10 @@ impl RecordArgs {
             bail!("--rtt-sample-interval is too large");
         }
         cfg.rtt_sample_interval_ns = interval as u64;
+        cfg.rtt_window_ns = self.rtt_window.as_nanos() as u64;
+        cfg.rtt_window_offset_ns = (crate::clock::now_ns(libc::CLOCK_REALTIME)
+            - crate::clock::now_ns(libc::CLOCK_MONOTONIC))
+            as u64;
         cfg.verbs_sample_every = self.verbs_sample_every;
         cfg.retransmit_events_per_sec = self.max_retransmit_rate;
         cfg.retransmit_burst = self.max_retransmit_rate.clamp(1, 10_000);
@@ -249,16 +271,17 @@ mod tests {
         };
         let about = |n: usize| format!("about {} bytes each", (n + 5) / 10 * 10);
         let entry = |key: usize, value: usize| key + value + 64;
-        let flow = entry(size_of::<u64>(), size_of::<scaletrace_common::FlowStats>())
-            + entry(size_of::<scaletrace_common::FlowTuple>(), size_of::<u64>());
+        let index = entry(size_of::<scaletrace_common::FlowTuple>(), size_of::<u64>());
+        let open = entry(size_of::<u64>(), size_of::<scaletrace_common::FlowStats>());
         let qp = entry(
             size_of::<scaletrace_common::QpKey>(),
             size_of::<scaletrace_common::QpTraffic>(),
         );
+        let max_flows = help("max_flows").replace('\n', " ");
+        assert!(max_flows.contains(&about(index)), "{max_flows}");
         assert!(
-            help("max_flows").contains(&about(flow)),
-            "{}",
-            help("max_flows")
+            max_flows.contains(&format!("about {} bytes each", (open + 5) / 10 * 10)),
+            "{max_flows}"
         );
         assert!(help("max_qps").contains(&about(qp)), "{}", help("max_qps"));
     }
@@ -311,6 +334,21 @@ mod tests {
             (0, 65535, 0, 0)
         );
         assert_eq!(c.rtt_sample_interval_ns, 10_000_000);
+        assert_eq!(c.rtt_window_ns, 1_000_000_000);
+        // the wall clock less the monotonic one: the windows' UTC alignment
+        let offset = crate::clock::now_ns(libc::CLOCK_REALTIME)
+            - crate::clock::now_ns(libc::CLOCK_MONOTONIC);
+        assert!((c.rtt_window_offset_ns as i64 - offset).abs() < 1_000_000_000);
+    }
+
+    #[test]
+    fn rtt_windows_are_from_10ms_to_an_hour_or_off() {
+        let window =
+            |s: &str| parse(&["--rtt-window", s]).map(|a| a.config(0).unwrap().rtt_window_ns);
+        assert_eq!(window("0s").unwrap(), 0);
+        assert_eq!(window("250ms").unwrap(), 250_000_000);
+        assert!(window("1ms").is_err());
+        assert!(window("2h").is_err());
     }
 
     #[test]

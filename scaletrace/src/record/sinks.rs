@@ -77,6 +77,7 @@ macro_rules! interval_files {
 interval_files! {
     flows: FlowRow,
     rtt: RttRow,
+    rtt_histograms: RttHistogramRow,
     retransmits: RetransmitRow,
     states: StateChangeRow,
     nic: NicCounterRow,
@@ -419,14 +420,15 @@ impl Sinks {
             }
         };
         match event {
-            Event::FlowEnd(e) => {
-                let row = self.assembler.flow(&e.stats, e.header.ts_ns);
-                self.push_with(|w| w.flows.push(row))
-            }
+            Event::FlowEnd(e) => self.push_flow(&e.stats, e.header.ts_ns),
             Event::RttSample(e) => {
                 let row = self.assembler.rtt(&e);
                 self.push_with(|w| w.rtt.push(row))
             }
+            Event::RttHistogram(e) => match self.assembler.rtt_histogram(e.cookie, &e.window) {
+                Some(row) => self.push_with(|w| w.rtt_histograms.push(row)),
+                None => Ok(()),
+            },
             Event::Retransmit(e) => {
                 let row = self.assembler.retransmit(&e);
                 self.push_with(|w| w.retransmits.push(row))
@@ -455,6 +457,18 @@ impl Sinks {
                 let row = crate::nccl::call_row(&e, &self.node.hostname, |m| clock.to_utc_ns(m));
                 self.push_with(|w| w.nccl.push(row))
             }
+        }
+    }
+
+    /// Writes a flow's final row, and the RTT histogram window it still held (`capture_end_mono`
+    /// ends a flow still open).
+    fn push_flow(&mut self, s: &FlowStats, capture_end_mono: u64) -> Result<()> {
+        let row = self.assembler.flow(s, capture_end_mono);
+        let window = self.assembler.rtt_histogram(s.cookie, &s.rtt_window);
+        self.push_with(|w| w.flows.push(row))?;
+        match window {
+            Some(window) => self.push_with(|w| w.rtt_histograms.push(window)),
+            None => Ok(()),
         }
     }
 
@@ -490,8 +504,7 @@ impl Sinks {
             return Ok(());
         }
         for (cookie, s) in tables.closed_unsent_flows() {
-            let row = self.assembler.flow(&s, now_mono);
-            self.push_with(|w| w.flows.push(row))?;
+            self.push_flow(&s, now_mono)?;
             tables.remove_flow(cookie);
         }
         // only after a walk that wrote everything: a failed one is repeated at the next call
@@ -788,8 +801,7 @@ impl Sinks {
         let end_mono = now_ns(libc::CLOCK_MONOTONIC) as u64;
         let remaining = tables.flows_now();
         for s in &remaining {
-            let row = self.assembler.flow(s, end_mono);
-            note(self.push_with(|w| w.flows.push(row)));
+            note(self.push_flow(s, end_mono));
         }
         let counters = tables.counters()?;
         let end_utc = now_ns(libc::CLOCK_REALTIME);
