@@ -451,6 +451,8 @@ def markdown(r):
     lines += ["", "## eBPF program time (kernel.bpf_stats_enabled)", "", "| program | runs | ns per run |", "|---|---|---|"]
     for name, s in r["bpf_programs"].items():
         lines.append(f"| {name} | {s['run_cnt']} | {s['run_time_ns'] / max(s['run_cnt'], 1):.0f} |")
+    lines += ["", "Versions of sock_ops' per-ACK work against each other (A/B, alternated, same workload): "
+              "[per-ack.md](per-ack.md), by `bench/ab.py`."]
     lines += ["", "## Same loss (1 %) and connection-churn workload, events captured", "",
               "| tool | flows | RTT samples | retransmit events | state changes | ring drops |", "|---|---|---|---|---|---|"]
     for k in ("scaletrace", "bpftrace"):

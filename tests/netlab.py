@@ -289,6 +289,6 @@ class Recorder:
     def query(self, sql):
         """Runs SQL with the tables available as views of the written Parquet."""
         con = duckdb.connect()
-        for table in ("flows", "rtt", "rtt_histograms", "retransmits", "state_changes", "capture"):
+        for table in ("flows", "rtt", "flow_windows", "retransmits", "state_changes", "capture"):
             con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{self.out}/{table}/*.parquet')")
         return con.execute(sql).fetchall()

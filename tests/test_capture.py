@@ -82,6 +82,13 @@ def test_random_loss_shows_up_as_retransmits(net, tmp_path):
     # such run here: 90 of 539); reordering has most of them (the reordering test below).
     (dsack_dups,) = rec.query(f"SELECT dsack_dups FROM flows WHERE flow_id = {flow_id}")[0]
     assert dsack_dups is not None and dsack_dups * 3 <= total_retrans, (dsack_dups, total_retrans)
+    # The flow's windows (1 s) add up to its totals, retransmits and recovery time included.
+    windows = rec.query(f"""
+        SELECT sum(bytes_sent), sum(retrans_segments), sum(retransmit_events), sum(loss_recovery_ns),
+               count(*) FILTER (WHERE retrans_segments > 0)
+        FROM flow_windows WHERE flow_id = {flow_id}""")[0]
+    assert windows[:4] == (sent, total_retrans, retrans_events, recovery), windows
+    assert windows[4] >= 1
 
 
 def ss_counters(net, port):
@@ -245,6 +252,16 @@ def test_a_blackout_is_counted_as_retransmit_timeouts_with_their_recovery_time(n
     # from the first timeout (~0.2 s into the blackout) to the first retransmission after it
     # ended (the next backed-off timer): at least the rest of the blackout, at most a few s
     assert 1.0e9 <= recovery_ns <= 6e9, recovery_ns
+    # The flow's windows (1 s) have the timeouts in the windows they fired in (no RTT update
+    # comes during the blackout: each timeout opens its window) and the stall where it ended.
+    per_window = rec.query("""
+        SELECT w.rto_count, w.rto_recovery_ns, w.rtt_updates FROM flow_windows w JOIN flows f USING (flow_id)
+        WHERE f.remote_port = 5223 ORDER BY w.ts""")
+    assert sum(r[0] for r in per_window) == rto_count, per_window
+    assert sum(r[1] for r in per_window) == recovery_ns, per_window
+    assert [r[1] for r in per_window].count(0) == len(per_window) - 1, "one window holds the stall's end"
+    # 1.5 s of backed-off timers (0.2, 0.4, 0.8 s) span at least two windows of 1 s
+    assert sum(1 for r in per_window if r[0] > 0) >= 2, per_window
 
 
 def median_srtt(rec, net, port):
@@ -267,41 +284,44 @@ def test_rate_limit_queueing_raises_rtt(net, tmp_path):
     assert shaped > 2_000 and shaped > 5 * base, (base, shaped)
 
 
-def test_rtt_histograms_count_every_rtt_update_of_each_window(net, tmp_path):
-    """Every ACK that measured an RTT is counted in the kernel, in its flow's histogram window,
-    not only the sampled ones: a flow's windows add up to its own count of RTT updates, their
-    extremes and mean are the flow's, and each sampled RTT lies within its window's range. A
-    token bucket builds a queue, so the RTT spreads from microseconds to milliseconds."""
+def test_flow_windows_count_every_rtt_update_and_add_up_to_the_flow(net, tmp_path):
+    """Every ACK that measured an RTT is counted in the kernel, in its flow's window, not only
+    the sampled ones: a flow's windows add up to its own count of RTT updates and its bytes,
+    their extremes and mean are the flow's, and each sampled RTT lies within its window's range.
+    A token bucket builds a queue, so the RTT spreads from microseconds to milliseconds."""
     net.rate_limit_client("40mbit", "300ms")
-    rec = Recorder(tmp_path, "--netns", net.a, "--rtt-window", "250ms")
+    rec = Recorder(tmp_path, "--netns", net.a, "--flow-window", "250ms")
     transfer(net, 5205, 8 * MB)
     assert rec.stop() == 0, rec.stderr
-    flow_id, *_, rtt_updates = client_flow(rec, net, 5205)[:5]
+    flow_id, sent, total_retrans, _, rtt_updates = client_flow(rec, net, 5205)[:5]
     f_min, f_max, f_mean = rec.query(f"SELECT srtt_min_us, srtt_max_us, srtt_mean_us FROM flows WHERE flow_id = {flow_id}")[0]
-    (windows, distinct, updates, lo, hi, weighted_sum, bad_sums, unaligned, unordered) = rec.query(f"""
-        SELECT count(*), count(DISTINCT ts), sum(updates), min(srtt_min_us), max(srtt_max_us),
-               sum(srtt_mean_us * updates),
-               count(*) FILTER (WHERE list_sum(buckets) <> updates OR len(buckets) <> 84),
+    (windows, distinct, updates, lo, hi, weighted_sum, bytes_sent, retrans, bad_sums, unaligned, unordered) = rec.query(f"""
+        SELECT count(*), count(DISTINCT ts), sum(rtt_updates), min(srtt_min_us), max(srtt_max_us),
+               sum(srtt_mean_us * rtt_updates), sum(bytes_sent), sum(retrans_segments),
+               count(*) FILTER (WHERE list_sum(rtt_buckets) <> rtt_updates OR len(rtt_buckets) <> 84),
                count(*) FILTER (WHERE epoch_ns(ts) % window_ns <> 0 OR window_ns <> 250000000),
                count(*) FILTER (WHERE NOT (srtt_min_us <= srtt_p50_us AND srtt_p50_us <= srtt_p90_us
                                            AND srtt_p90_us <= srtt_p99_us AND srtt_p99_us <= srtt_max_us))
-        FROM rtt_histograms WHERE flow_id = {flow_id}""")[0]
+        FROM flow_windows WHERE flow_id = {flow_id}""")[0]
     # 8 MB at 40 Mbit/s: 1.7 s, about seven windows of 250 ms
     assert windows >= 5 and distinct == windows, (windows, distinct)
-    assert updates == rtt_updates, (updates, rtt_updates)
+    assert (updates, bytes_sent, retrans) == (rtt_updates, sent, total_retrans)
     assert (lo, hi) == (f_min, f_max)
     assert abs(weighted_sum / updates - f_mean) <= 1e-6 * f_mean
     assert (bad_sums, unaligned, unordered) == (0, 0, 0)
     assert hi > 10 * lo, (lo, hi)  # the queue built: the windows do span a range
+    # a window moves what the bottleneck lets through: 40 Mbit/s is 1.25 MB per 250 ms
+    busiest = rec.query(f"SELECT max(bytes_sent) FROM flow_windows WHERE flow_id = {flow_id}")[0][0]
+    assert 0.5e6 < busiest < 1.6e6, busiest
     # The sampled RTTs (`rtt`) against their windows, away from the edges (the kernel's and the
     # loader's conversions to UTC may differ by microseconds).
     outside, samples = rec.query(f"""
         SELECT count(*) FILTER (WHERE r.srtt_us NOT BETWEEN h.srtt_min_us AND h.srtt_max_us), count(*)
-        FROM rtt r JOIN rtt_histograms h
+        FROM rtt r JOIN flow_windows h
           ON h.flow_id = r.flow_id AND epoch_ns(r.ts) // h.window_ns = epoch_ns(h.ts) // h.window_ns
         WHERE r.flow_id = {flow_id} AND epoch_ns(r.ts) % h.window_ns BETWEEN 1000000 AND h.window_ns - 1000000""")[0]
     assert samples >= 20 and outside == 0, (samples, outside)
-    assert rec.query("SELECT sum(ring_drops_rtt_histogram) FROM capture")[0][0] == 0
+    assert rec.query("SELECT sum(ring_drops_flow_window) FROM capture")[0][0] == 0
 
 
 def test_sigint_mid_transfer_leaves_readable_parquet_with_the_open_flow(net, tmp_path):

@@ -17,7 +17,7 @@ pub const EVENT_STATE_CHANGE: u32 = 4;
 pub const EVENT_NCCL_CALL: u32 = 5;
 pub const EVENT_VERBS_CALL: u32 = 6;
 pub const EVENT_VERBS_COMPLETION: u32 = 7;
-pub const EVENT_RTT_HISTOGRAM: u32 = 8;
+pub const EVENT_FLOW_WINDOW: u32 = 8;
 /// Number of event kinds plus one (index 0 unused), sizing the per-kind counters.
 pub const EVENT_KINDS: u32 = 9;
 
@@ -135,11 +135,11 @@ pub struct Config {
     pub cgroup_kn: u16,
     pub kernfs_node_id: u16,
     pub _pad2: [u8; 6],
-    /// Length of a flow's RTT histogram window (`RttWindow`), ns.
-    pub rtt_window_ns: u64,
+    /// Length of a flow's RTT histogram window (`FlowWindow`), ns.
+    pub flow_window_ns: u64,
     /// Wall clock minus kernel monotonic clock at load, ns: windows start on whole multiples
-    /// of `rtt_window_ns` of UTC (as the clock was at load), so every node's line up.
-    pub rtt_window_offset_ns: u64,
+    /// of `flow_window_ns` of UTC (as the clock was at load), so every node's line up.
+    pub flow_window_offset_ns: u64,
 }
 
 impl Config {
@@ -166,8 +166,8 @@ impl Config {
         cgroup_kn: TracepointOffsets::ABSENT,
         kernfs_node_id: TracepointOffsets::ABSENT,
         _pad2: [0; 6],
-        rtt_window_ns: 1_000_000_000,
-        rtt_window_offset_ns: 0,
+        flow_window_ns: 1_000_000_000,
+        flow_window_offset_ns: 0,
     };
 }
 
@@ -184,7 +184,7 @@ pub struct FlowTuple {
     pub remote_addr: [u8; 16],
 }
 
-/// Buckets of a flow's RTT histogram (`RttWindow::buckets`): log-linear, four per power of two
+/// Buckets of a flow's RTT histogram (`FlowWindow::buckets`): log-linear, four per power of two
 /// (bucket `i` holds `[rtt_bucket_lower_us(i), rtt_bucket_lower_us(i + 1))` µs), exact below
 /// 4 µs, the last open-ended from 3.67 s up. A value stands for its bucket within 12.5 %.
 pub const RTT_HIST_BUCKETS: usize = 84;
@@ -235,14 +235,34 @@ pub const fn rtt_bucket_lower_us(i: usize) -> u32 {
     }
 }
 
-/// One flow's RTT updates in one window of `Config::rtt_window_ns`: every update, not only
-/// the sampled ones (`--rtt-sample-interval`), so its tails are exact within a bucket.
+/// A flow's cumulative counters at one moment: at a window's opening, and at its end.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WindowCounters {
+    pub bytes_acked: u64,
+    pub bytes_received: u64,
+    /// `FlowStats::rto_recovery_ns` and `loss_recovery_ns`: a stall or recovery counts when
+    /// it ends.
+    pub rto_recovery_ns: u64,
+    pub loss_recovery_ns: u64,
+    pub total_retrans: u32,
+    pub retrans_events: u32,
+    pub rto_count: u32,
+    pub _pad: u32,
+}
+
+/// One flow in one window of `Config::flow_window_ns`: every RTT update (not only the sampled
+/// ones of `--rtt-sample-interval`) in a log-linear histogram, so its tails are exact within
+/// a bucket, and the flow's counters when the window opened. A window opens at the flow's
+/// first RTT update, retransmit or timeout in it and is sent at the first one in a later
+/// window (or with the flow's end): what happens while no window is open (an idle flow, a
+/// stall without retransmits) counts in the window before.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct RttWindow {
-    /// Kernel monotonic ns at which the window starts.
+pub struct FlowWindow {
+    /// Kernel monotonic ns at which the window starts; 0 before the flow's first window.
     pub start_ns: u64,
-    /// Kernel monotonic ns at which it ends; 0 before the flow's first window.
+    /// Kernel monotonic ns at which it ends.
     pub end_ns: u64,
     /// Sum of the window's smoothed RTTs, µs.
     pub sum_us: u64,
@@ -252,22 +272,25 @@ pub struct RttWindow {
     pub max_us: u32,
     pub _pad: u32,
     pub buckets: [u32; RTT_HIST_BUCKETS],
+    /// The flow's counters when the window opened.
+    pub opened: WindowCounters,
 }
 
-impl Default for RttWindow {
+impl Default for FlowWindow {
     fn default() -> Self {
         // SAFETY: plain integers: all-zero bytes are a valid value.
         unsafe { core::mem::zeroed() }
     }
 }
 
-/// A flow's finished RTT histogram window.
+/// A flow's finished window, with its counters at the end (the opening of the next one).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct RttHistogramEvent {
+pub struct FlowWindowEvent {
     pub header: EventHeader,
     pub cookie: u64,
-    pub window: RttWindow,
+    pub window: FlowWindow,
+    pub closed: WindowCounters,
 }
 
 /// Per-flow aggregate kept in the kernel `FLOWS` map (keyed by socket cookie), so that every RTT
@@ -332,9 +355,9 @@ pub struct FlowStats {
     /// The cgroup v2 id of the socket's cgroup (where the process that created it ran: a pod's
     /// container, a Slurm job step), read once at the flow's start; 0 when unknown.
     pub cgroup_id: u64,
-    /// The RTT histogram of the window now open; sent when an update falls into a later
+    /// The window now open; sent when an RTT update, retransmit or timeout falls into a later
     /// window, and with the flow's end.
-    pub rtt_window: RttWindow,
+    pub flow_window: FlowWindow,
 }
 
 #[repr(C)]
@@ -620,14 +643,15 @@ assert_size! {
     TracepointOffsets => 22,
     Config => 176,
     FlowTuple => 40,
-    FlowStats => 584,
+    FlowStats => 632,
     EventHeader => 16,
-    RttWindow => 376,
-    RttHistogramEvent => 400,
+    WindowCounters => 48,
+    FlowWindow => 424,
+    FlowWindowEvent => 496,
     RttSampleEvent => 96,
     RetransmitEvent => 72,
     StateChangeEvent => 96,
-    FlowEndEvent => 600,
+    FlowEndEvent => 648,
     NcclCallEvent => 96,
     CallKey => 16,
     VerbsCallEvent => 128,

@@ -41,6 +41,44 @@ fn tuple_family(t: &FlowTuple) -> &'static str {
     }
 }
 
+/// A flow's timeout-stall and loss-recovery time at its end (or the capture's,
+/// `capture_end_mono`, for a flow still open): a stall or recovery still open counts up to
+/// that end.
+fn recovery_at_end(s: &FlowStats, capture_end_mono: u64) -> (u64, u64) {
+    let end_mono = if s.end_ns != 0 {
+        s.end_ns
+    } else {
+        capture_end_mono
+    };
+    let open_since = |at: u64| {
+        if at != 0 {
+            end_mono.saturating_sub(at)
+        } else {
+            0
+        }
+    };
+    (
+        s.rto_recovery_ns + open_since(s.rto_at_ns),
+        s.loss_recovery_ns + open_since(s.recovery_at_ns),
+    )
+}
+
+/// The counters a flow's last window closes with: the flow's final ones (read at its close,
+/// or from the kernel at the end of the capture), as its `flows` row has them.
+pub fn counters_at_end(s: &FlowStats, capture_end_mono: u64) -> WindowCounters {
+    let (rto_recovery_ns, loss_recovery_ns) = recovery_at_end(s, capture_end_mono);
+    WindowCounters {
+        bytes_acked: s.bytes_acked,
+        bytes_received: s.bytes_received,
+        rto_recovery_ns,
+        loss_recovery_ns,
+        total_retrans: s.total_retrans,
+        retrans_events: s.retrans_events,
+        rto_count: s.rto_count,
+        _pad: 0,
+    }
+}
+
 /// A kernel counter, or null where this kernel does not give it.
 fn measured(value: u32) -> Option<u32> {
     (value != NOT_MEASURED).then_some(value)
@@ -82,6 +120,7 @@ impl Assembler {
         };
         let has_rtt = s.rtt_count > 0;
         let job = self.cgroups.labels(s.cgroup_id);
+        let (rto_recovery_ns, loss_recovery_ns) = recovery_at_end(s, capture_end_mono);
         FlowRow {
             host: self.host.clone(),
             flow_id: s.cookie,
@@ -128,19 +167,8 @@ impl Assembler {
             total_retrans: s.total_retrans,
             retransmit_events: s.retrans_events,
             rto_count: s.rto_count,
-            // a stall still open at the end counts up to the flow's end (or the recording's)
-            rto_recovery_ns: s.rto_recovery_ns
-                + if s.rto_at_ns != 0 {
-                    end_mono.saturating_sub(s.rto_at_ns)
-                } else {
-                    0
-                },
-            loss_recovery_ns: s.loss_recovery_ns
-                + if s.recovery_at_ns != 0 {
-                    end_mono.saturating_sub(s.recovery_at_ns)
-                } else {
-                    0
-                },
+            rto_recovery_ns,
+            loss_recovery_ns,
             dsack_dups: measured(s.dsack_dups),
             reord_seen: measured(s.reord_seen),
             rtt_updates: s.rtt_count,
@@ -180,10 +208,15 @@ impl Assembler {
         }
     }
 
-    /// A flow's RTT histogram window as a row; `None` for one without an update (a flow with
-    /// no RTT yet, or histograms off).
-    pub fn rtt_histogram(&self, cookie: u64, w: &RttWindow) -> Option<RttHistogramRow> {
-        if w.count == 0 {
+    /// A flow's window as a row, with the flow's counters at its end; `None` for a window that
+    /// never opened (a flow without an RTT update, retransmit or timeout yet, or windows off).
+    pub fn flow_window(
+        &self,
+        cookie: u64,
+        w: &FlowWindow,
+        closed: &WindowCounters,
+    ) -> Option<FlowWindowRow> {
+        if w.start_ns == 0 {
             return None;
         }
         let window_ns = w.end_ns.saturating_sub(w.start_ns);
@@ -194,20 +227,33 @@ impl Assembler {
             0 => start,
             len => (start + len / 2).div_euclid(len) * len,
         };
-        let quantile = |q| crate::rtt_histogram::quantile_us(w, q).unwrap_or_default();
-        Some(RttHistogramRow {
+        let has_rtt = w.count > 0;
+        let quantile = |q| crate::rtt_histogram::quantile_us(w, q);
+        let opened = &w.opened;
+        Some(FlowWindowRow {
             host: self.host.clone(),
             ts,
             flow_id: cookie,
             window_ns,
-            updates: w.count,
-            srtt_min_us: w.min_us,
-            srtt_mean_us: w.sum_us as f64 / w.count as f64,
-            srtt_max_us: w.max_us,
+            rtt_updates: w.count,
+            srtt_min_us: has_rtt.then_some(w.min_us),
+            srtt_mean_us: has_rtt.then(|| w.sum_us as f64 / w.count as f64),
+            srtt_max_us: has_rtt.then_some(w.max_us),
             srtt_p50_us: quantile(0.5),
             srtt_p90_us: quantile(0.9),
             srtt_p99_us: quantile(0.99),
-            buckets: w.buckets.to_vec(),
+            rtt_buckets: w.buckets.to_vec(),
+            bytes_sent: closed.bytes_acked.saturating_sub(opened.bytes_acked),
+            bytes_received: closed.bytes_received.saturating_sub(opened.bytes_received),
+            retrans_segments: closed.total_retrans.saturating_sub(opened.total_retrans),
+            retransmit_events: closed.retrans_events.saturating_sub(opened.retrans_events),
+            rto_count: closed.rto_count.saturating_sub(opened.rto_count),
+            rto_recovery_ns: closed
+                .rto_recovery_ns
+                .saturating_sub(opened.rto_recovery_ns),
+            loss_recovery_ns: closed
+                .loss_recovery_ns
+                .saturating_sub(opened.loss_recovery_ns),
         })
     }
 
@@ -301,6 +347,57 @@ mod tests {
                 error_ns: 1,
             },
         )
+    }
+
+    #[test]
+    fn a_window_row_has_what_changed_in_it_and_no_rtt_without_an_update() {
+        let a = asm();
+        let mut w = FlowWindow {
+            // a 250 ms window; the clock's offset (1 s) puts its start on a whole multiple
+            start_ns: 4_250_000_000,
+            end_ns: 4_500_000_000,
+            min_us: u32::MAX,
+            opened: WindowCounters {
+                bytes_acked: 1_000,
+                total_retrans: 2,
+                rto_count: 1,
+                loss_recovery_ns: 7,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let closed = WindowCounters {
+            bytes_acked: 51_000,
+            total_retrans: 5,
+            rto_count: 1,
+            loss_recovery_ns: 907,
+            ..Default::default()
+        };
+        // opened by a retransmit: no RTT update in it
+        let row = a.flow_window(9, &w, &closed).unwrap();
+        assert_eq!((row.ts, row.window_ns), (5_250_000_000, 250_000_000));
+        assert_eq!(
+            (row.bytes_sent, row.retrans_segments, row.rto_count),
+            (50_000, 3, 0)
+        );
+        assert_eq!(row.loss_recovery_ns, 900);
+        assert_eq!(
+            (row.rtt_updates, row.srtt_min_us, row.srtt_p50_us),
+            (0, None, None)
+        );
+        for srtt in [100, 120, 4_000] {
+            w.count += 1;
+            w.sum_us += srtt as u64;
+            w.min_us = w.min_us.min(srtt);
+            w.max_us = w.max_us.max(srtt);
+            w.buckets[rtt_bucket(srtt)] += 1;
+        }
+        let row = a.flow_window(9, &w, &closed).unwrap();
+        assert_eq!((row.srtt_min_us, row.srtt_max_us), (Some(100), Some(4_000)));
+        assert_eq!(row.srtt_mean_us, Some(1_406.666_666_666_666_7));
+        assert_eq!(row.rtt_buckets.iter().sum::<u32>(), 3);
+        // a window that never opened is no row
+        assert!(a.flow_window(9, &FlowWindow::default(), &closed).is_none());
     }
 
     #[test]

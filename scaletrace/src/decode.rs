@@ -4,14 +4,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use anyhow::{bail, Result};
 use scaletrace_common::*;
 
-/// The two records that carry a whole RTT histogram (600 and 400 bytes, a few per flow) are
+/// The two records that carry a whole flow window (648 and 496 bytes, a few per flow) are
 /// boxed: every event moves by value, and the enum is as large as its largest variant, so
 /// unboxed they would make each of the millions of RTT samples a 600-byte copy.
 #[derive(Debug, Clone)]
 pub enum Event {
     FlowEnd(Box<FlowEndEvent>),
     RttSample(RttSampleEvent),
-    RttHistogram(Box<RttHistogramEvent>),
+    FlowWindow(Box<FlowWindowEvent>),
     Retransmit(RetransmitEvent),
     StateChange(StateChangeEvent),
     NcclCall(NcclCallEvent),
@@ -40,7 +40,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event> {
     Ok(match header.kind {
         EVENT_FLOW_END => Event::FlowEnd(Box::new(read(bytes)?)),
         EVENT_RTT_SAMPLE => Event::RttSample(read(bytes)?),
-        EVENT_RTT_HISTOGRAM => Event::RttHistogram(Box::new(read(bytes)?)),
+        EVENT_FLOW_WINDOW => Event::FlowWindow(Box::new(read(bytes)?)),
         EVENT_RETRANSMIT => Event::Retransmit(read(bytes)?),
         EVENT_STATE_CHANGE => Event::StateChange(read(bytes)?),
         EVENT_NCCL_CALL => Event::NcclCall(read(bytes)?),
@@ -140,12 +140,12 @@ mod tests {
         assert!(
             matches!(decode(&bytes_of(&end)).unwrap(), Event::FlowEnd(e) if e.stats.bytes_acked == 99)
         );
-        let mut hist = RttHistogramEvent::default();
-        hist.header.kind = EVENT_RTT_HISTOGRAM;
+        let mut hist = FlowWindowEvent::default();
+        hist.header.kind = EVENT_FLOW_WINDOW;
         hist.cookie = 5;
         hist.window.buckets[RTT_HIST_BUCKETS - 1] = 3;
         assert!(
-            matches!(decode(&bytes_of(&hist)).unwrap(), Event::RttHistogram(e) if e.cookie == 5 && e.window.buckets[RTT_HIST_BUCKETS - 1] == 3)
+            matches!(decode(&bytes_of(&hist)).unwrap(), Event::FlowWindow(e) if e.cookie == 5 && e.window.buckets[RTT_HIST_BUCKETS - 1] == 3)
         );
         let mut st = StateChangeEvent::default();
         st.header.kind = EVENT_STATE_CHANGE;

@@ -1,6 +1,6 @@
-//! Reading a flow's RTT histogram window (`RttWindow`, counted in the kernel at every RTT
+//! Reading a flow's RTT histogram window (`FlowWindow`, counted in the kernel at every RTT
 //! update): percentiles from its log-linear buckets, within a known error.
-use scaletrace_common::{rtt_bucket_lower_us, RttWindow, RTT_HIST_BUCKETS};
+use scaletrace_common::{rtt_bucket_lower_us, FlowWindow, RTT_HIST_BUCKETS};
 
 /// The value that stands for bucket `i`: itself below 4 µs (one value per bucket), else the
 /// middle of the bucket. A bucket `[lo, hi)` is a quarter of a power of two wide, at most
@@ -17,7 +17,7 @@ fn bucket_value_us(i: usize) -> f64 {
 /// `q` of the updates at or below it (nearest rank), read as the value of its bucket and kept
 /// within the window's exact minimum and maximum. The last bucket has no upper bound: a rank
 /// there reads as the maximum. `None` for an empty window.
-pub fn quantile_us(w: &RttWindow, q: f64) -> Option<f64> {
+pub fn quantile_us(w: &FlowWindow, q: f64) -> Option<f64> {
     if w.count == 0 {
         return None;
     }
@@ -61,8 +61,8 @@ mod tests {
         }
     }
 
-    fn window_of(values: &[u32]) -> RttWindow {
-        let mut w = RttWindow {
+    fn window_of(values: &[u32]) -> FlowWindow {
+        let mut w = FlowWindow {
             min_us: u32::MAX,
             ..Default::default()
         };
@@ -124,7 +124,7 @@ mod tests {
 
     #[test]
     fn an_empty_window_has_no_percentile_and_the_open_end_reads_as_the_maximum() {
-        assert_eq!(quantile_us(&RttWindow::default(), 0.5), None);
+        assert_eq!(quantile_us(&FlowWindow::default(), 0.5), None);
         let w = window_of(&[100, 5_000_000, 6_000_000]);
         assert_eq!(quantile_us(&w, 1.0), Some(6_000_000.0));
         // 100 µs is in [96, 112): read as 104

@@ -132,32 +132,44 @@ table! {
 }
 
 table! {
-    /// One flow's RTT updates in one histogram window.
-    pub struct RttHistogramRow in "rtt_histograms" {
-        description: "Every RTT update of a flow in one window of `--rtt-window` (1 s by default), \
-        counted in the kernel into a log-linear histogram: each ACK that carried an RTT \
-        measurement, not only the sampled ones of `rtt`, so counts and tails are exact within a \
-        bucket (the windows of a flow add up to `flows.rtt_updates`). One row per flow and \
-        window with an update. A window is written when the flow's first update of a later \
-        window comes, when the flow closes, or at the end of the capture, so a flow idle for a \
-        while writes its last window late: select by `ts`, not by file. Bucket `i` holds the \
-        smoothed RTTs from `lower(i)` to below `lower(i + 1)` µs, where `lower(i) = i` for \
-        `i < 4` and `(4 + i % 4) * 2^(i / 4 - 1)` above (four buckets per power of two); the last \
-        bucket (83) holds 3.67 s and more. Percentiles are read from the buckets: the middle of \
-        the bucket that holds the rank, which is within 12.5 % of the exact value, kept within \
-        the window's exact minimum and maximum.",
+    /// One flow in one window: its RTT histogram and what it moved.
+    pub struct FlowWindowRow in "flow_windows" {
+        description: "One flow in one window of `--flow-window` (1 s by default), aggregated in \
+        the kernel: every RTT update (each ACK that carried an RTT measurement, not only the \
+        sampled ones of `rtt`) counted into a log-linear histogram, so counts and tails are \
+        exact within a bucket, and the flow's bytes, retransmits and timeouts in the window. \
+        The windows of a flow add up to its `flows` totals (`rtt_updates`, `bytes_sent`, \
+        `total_retrans`, ...). A window opens at the flow's first RTT update, retransmit or \
+        timeout in it; one row per window that opened. Its counters run from that first event \
+        to the first event of the flow's next window (or its end), so what happens while no \
+        window is open (an idle flow's last ACKs, a stall without retransmits) counts in the \
+        window before it, and a stall's recovery time counts where the stall ends. A window is \
+        written when the next one opens, when the flow closes or at the end of the capture: \
+        select by `ts`, not by file. Bucket `i` holds the smoothed RTTs from `lower(i)` to \
+        below `lower(i + 1)` µs, where `lower(i) = i` for `i < 4` and \
+        `(4 + i % 4) * 2^(i / 4 - 1)` above (four buckets per power of two); the last bucket \
+        (83) holds 3.67 s and more. Percentiles are read from the buckets: the middle of the \
+        bucket that holds the rank, within 12.5 % of the exact value, kept within the window's \
+        exact minimum and maximum.",
         host: String => str_col("Node hostname."),
         ts: i64 => ts_col("Start of the window: a whole multiple of `window_ns` of UTC (as the clock was when the capture started)."),
         flow_id: u64 => u64_col("", "Joins to `flows.flow_id`."),
-        window_ns: u64 => u64_col("ns", "Length of the window (`--rtt-window`)."),
-        updates: u32 => u32_col("count", "RTT updates in the window (the sum of `buckets`)."),
-        srtt_min_us: u32 => u32_col("µs", "Smallest smoothed RTT in the window (exact)."),
-        srtt_mean_us: f64 => f64_col("µs", "Mean smoothed RTT (exact)."),
-        srtt_max_us: u32 => u32_col("µs", "Largest smoothed RTT (exact)."),
-        srtt_p50_us: f64 => f64_col("µs", "Median smoothed RTT, from the buckets (within 12.5 %)."),
-        srtt_p90_us: f64 => f64_col("µs", "90th percentile, from the buckets (within 12.5 %)."),
-        srtt_p99_us: f64 => f64_col("µs", "99th percentile, from the buckets (within 12.5 %)."),
-        buckets: Vec<u32> => u32_list_col("count", "RTT updates per bucket, 84 buckets (bounds in the table's description)."),
+        window_ns: u64 => u64_col("ns", "Length of the window (`--flow-window`)."),
+        rtt_updates: u32 => u32_col("count", "RTT updates in the window (the sum of `rtt_buckets`)."),
+        srtt_min_us: Option<u32> => opt_u32_col("µs", "Smallest smoothed RTT in the window (exact); null without an RTT update."),
+        srtt_mean_us: Option<f64> => opt_f64_col("µs", "Mean smoothed RTT (exact)."),
+        srtt_max_us: Option<u32> => opt_u32_col("µs", "Largest smoothed RTT (exact)."),
+        srtt_p50_us: Option<f64> => opt_f64_col("µs", "Median smoothed RTT, from the buckets (within 12.5 %)."),
+        srtt_p90_us: Option<f64> => opt_f64_col("µs", "90th percentile, from the buckets (within 12.5 %)."),
+        srtt_p99_us: Option<f64> => opt_f64_col("µs", "99th percentile, from the buckets (within 12.5 %)."),
+        rtt_buckets: Vec<u32> => u32_list_col("count", "RTT updates per bucket, 84 buckets (bounds in the table's description)."),
+        bytes_sent: u64 => u64_col("bytes", "Bytes the peer acknowledged in the window (growth of tcp_sock.bytes_acked)."),
+        bytes_received: u64 => u64_col("bytes", "Bytes received in order."),
+        retrans_segments: u32 => u32_col("segments", "Segments retransmitted (growth of tcp_sock.total_retrans)."),
+        retransmit_events: u32 => u32_col("count", "Retransmit callbacks, as `flows.retransmit_events`."),
+        rto_count: u32 => u32_col("count", "Retransmit timeouts, as `flows.rto_count`."),
+        rto_recovery_ns: u64 => u64_col("ns", "Timeout stall time of the stalls that ended in the window, as `flows.rto_recovery_ns`."),
+        loss_recovery_ns: u64 => u64_col("ns", "Loss recovery time of the recoveries that ended in the window, as `flows.loss_recovery_ns`."),
     }
 }
 
@@ -225,9 +237,10 @@ table! {
         ring_drops_rtt: u64 => u64_col("events", "RTT samples lost."),
         ring_drops_retransmit: u64 => u64_col("events", "Retransmit events lost."),
         ring_drops_state: u64 => u64_col("events", "State changes lost."),
-        ring_drops_rtt_histogram: u64 => u64_col("events", "RTT histogram windows lost (`rtt_histograms`)."),
+        ring_drops_flow_window: u64 => u64_col("events", "RTT histogram windows lost (`flow_windows`)."),
         ring_drops_nccl: u64 => u64_col("events", "NCCL calls lost."),
         ring_drops_verbs: u64 => u64_col("events", "Verbs calls lost."),
+        ring_drops_verbs_completions: u64 => u64_col("events", "Sampled verbs completions lost (`verbs_completions`; `qp_traffic` still counts every one)."),
         rtt_samples_skipped_by_interval: u64 => u64_col("events", "RTT updates not sampled because of `--rtt-sample-interval` (by design, not loss)."),
         retransmits_over_rate: u64 => u64_col("events", "Retransmits not sent because of `--max-retransmit-rate` (still counted per flow)."),
         retransmits_not_sent: u64 => u64_col("events", "`tcp:tcp_retransmit_skb` hits for retransmit attempts the kernel did not send (its `err`, Linux 6.10+; typically the original still in the host's own queue behind a shaper): not recorded, since nothing went on the wire. Older kernels' tracepoint does not say whether it sent: there every hit is recorded, and this stays 0."),
@@ -571,7 +584,7 @@ pub fn catalog() -> Vec<TableInfo> {
         info::<FlowRow>(),
         info::<FlowSnapshotRow>(),
         info::<RttRow>(),
-        info::<RttHistogramRow>(),
+        info::<FlowWindowRow>(),
         info::<RetransmitRow>(),
         info::<StateChangeRow>(),
         info::<CaptureRow>(),

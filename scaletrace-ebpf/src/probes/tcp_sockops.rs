@@ -418,7 +418,10 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
     }
 
     let now = now_ns();
-    add_to_rtt_window(&mut flow.rtt_window, cookie, srtt_us, now);
+    // (before the stall and recovery ends below: those count in the window where they end)
+    if roll_flow_window(flow, ops, cookie, now) {
+        add_rtt(&mut flow.flow_window, srtt_us);
+    }
     // An RTT sample means new data was acknowledged: a timeout stall is over.
     if flow.rto_at_ns != 0 {
         flow.rto_recovery_ns += now.saturating_sub(flow.rto_at_ns);
@@ -471,27 +474,68 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
     Ok(())
 }
 
-/// Counts an RTT update in the flow's histogram window; an update past the window's end first
-/// sends the window (if it holds any update) and opens the one it falls into.
+/// The flow's cumulative counters now: the socket's own from the callback's context, and
+/// those the flow table keeps.
 #[inline(always)]
-fn add_to_rtt_window(w: &mut RttWindow, cookie: u64, srtt_us: u32, now: u64) {
-    let len = config!(rtt_window_ns);
-    if len == 0 {
-        return; // --rtt-window 0s: no histograms
+fn counters_now(ops: &aya_ebpf::bindings::bpf_sock_ops, flow: &FlowStats) -> WindowCounters {
+    WindowCounters {
+        bytes_acked: ops.bytes_acked,
+        bytes_received: ops.bytes_received,
+        rto_recovery_ns: flow.rto_recovery_ns,
+        loss_recovery_ns: flow.loss_recovery_ns,
+        total_retrans: ops.total_retrans,
+        retrans_events: flow.retrans_events,
+        rto_count: flow.rto_count,
+        _pad: 0,
     }
-    if now >= w.end_ns {
-        if w.count != 0 {
-            emit_rtt_window(w, cookie, now);
+}
+
+/// Makes the flow's open window the one `now` falls into: a window `now` is past is sent
+/// first, with the flow's counters now, and the next one opens with them. Runs before the
+/// callback counts anything, so what it counts lands in the window it happened in. false:
+/// windows are off (`--flow-window 0s`).
+#[inline(always)]
+fn roll_flow_window(
+    flow: &mut FlowStats,
+    ops: &aya_ebpf::bindings::bpf_sock_ops,
+    cookie: u64,
+    now: u64,
+) -> bool {
+    let len = config!(flow_window_ns);
+    if len == 0 {
+        return false;
+    }
+    if now >= flow.flow_window.end_ns {
+        let counters = counters_now(ops, flow);
+        let first = flow.flow_window.start_ns == 0;
+        // A new flow's first window starts from zero, not from the counters at its first event
+        // (its first ACK's bytes): so a flow's windows add up to its totals. An adopted flow's
+        // counters are the socket's since before this run: its first window starts from them.
+        let opened = if first && flow.adopted == 0 {
+            WindowCounters::default()
+        } else {
+            counters
+        };
+        let w = &mut flow.flow_window;
+        if !first {
+            emit_flow_window(w, &counters, cookie, now);
         }
-        // SAFETY: `w` is a valid, exclusive RttWindow (plain integers: all-zero bytes are a
+        // SAFETY: `w` is a valid, exclusive FlowWindow (plain integers: all-zero bytes are a
         // valid value); zeroed in place, as it does not fit the stack beside the rest.
-        unsafe { core::ptr::write_bytes(w as *mut RttWindow, 0, 1) };
+        unsafe { core::ptr::write_bytes(w as *mut FlowWindow, 0, 1) };
         // windows on whole multiples of `len` of the wall clock (as it was at load)
-        let offset = config!(rtt_window_offset_ns);
-        w.start_ns = (now + offset) / len * len - offset;
+        let offset = config!(flow_window_offset_ns);
+        w.start_ns = ((now + offset) / len * len).wrapping_sub(offset);
         w.end_ns = w.start_ns + len;
         w.min_us = u32::MAX;
+        w.opened = opened;
     }
+    true
+}
+
+/// Counts an RTT update in the flow's open window.
+#[inline(always)]
+fn add_rtt(w: &mut FlowWindow, srtt_us: u32) {
     w.count += 1;
     w.sum_us += srtt_us as u64;
     if srtt_us < w.min_us {
@@ -511,37 +555,41 @@ fn add_to_rtt_window(w: &mut RttWindow, cookie: u64, srtt_us: u32, now: u64) {
     }
 }
 
-/// Sends a finished histogram window; counted and lost when the ring is full.
+/// Sends a finished window with the flow's counters at its end; counted and lost when the
+/// ring is full.
 #[inline(always)]
-fn emit_rtt_window(w: &RttWindow, cookie: u64, now: u64) {
-    let Some(mut entry) = EVENTS.reserve::<RttHistogramEvent>(0) else {
-        count(STAT_RING_FULL + EVENT_RTT_HISTOGRAM);
+fn emit_flow_window(w: &FlowWindow, closed: &WindowCounters, cookie: u64, now: u64) {
+    let Some(mut entry) = EVENTS.reserve::<FlowWindowEvent>(0) else {
+        count(STAT_RING_FULL + EVENT_FLOW_WINDOW);
         return;
     };
     let event = entry.as_mut_ptr();
     // SAFETY: a reserved ring buffer slot of this type, ours until submitted; the header, the
-    // cookie and the whole window are written before the submit.
+    // cookie, the whole window and the closing counters are written before the submit.
     unsafe {
         (*event).header = EventHeader {
-            kind: EVENT_RTT_HISTOGRAM,
+            kind: EVENT_FLOW_WINDOW,
             _pad: 0,
             ts_ns: now,
         };
         (*event).cookie = cookie;
-        core::ptr::copy_nonoverlapping(w as *const RttWindow, &mut (*event).window, 1);
+        core::ptr::copy_nonoverlapping(w as *const FlowWindow, &mut (*event).window, 1);
+        (*event).closed = *closed;
     }
     entry.submit(submit_flags());
-    count(STAT_EMITTED + EVENT_RTT_HISTOGRAM);
+    count(STAT_EMITTED + EVENT_FLOW_WINDOW);
 }
 
 #[inline(always)]
 fn on_retransmit(ctx: &SockOpsContext) -> Result<(), i64> {
     let cookie = socket_cookie(ctx);
     if let Some(flow) = flow_mut(cookie) {
+        let now = now_ns();
+        roll_flow_window(flow, sock_ops(ctx), cookie, now);
         flow.retrans_events += 1;
         // the first retransmit starts a loss recovery; more during it continue it
         if flow.recovery_at_ns == 0 {
-            flow.recovery_at_ns = now_ns();
+            flow.recovery_at_ns = now;
         }
     }
     Ok(())
@@ -551,8 +599,9 @@ fn on_retransmit(ctx: &SockOpsContext) -> Result<(), i64> {
 fn on_rto(ctx: &SockOpsContext) -> Result<(), i64> {
     let cookie = socket_cookie(ctx);
     if let Some(flow) = flow_mut(cookie) {
-        flow.rto_count += 1;
         let now = now_ns();
+        roll_flow_window(flow, sock_ops(ctx), cookie, now);
+        flow.rto_count += 1;
         // a timeout that repeats (backoff) continues the same stall
         if flow.rto_at_ns == 0 {
             flow.rto_at_ns = now;

@@ -107,12 +107,13 @@ impl Accounting {
             verbs_calls: end.rows.verbs,
             ring_drops_nccl: k.get(STAT_RING_FULL + EVENT_NCCL_CALL),
             ring_drops_verbs: k.get(STAT_RING_FULL + EVENT_VERBS_CALL),
+            ring_drops_verbs_completions: k.get(STAT_RING_FULL + EVENT_VERBS_COMPLETION),
             ring_drops: k.ring_drops(),
             ring_drops_flow_end: k.get(STAT_RING_FULL + EVENT_FLOW_END),
             ring_drops_rtt: k.get(STAT_RING_FULL + EVENT_RTT_SAMPLE),
             ring_drops_retransmit: k.get(STAT_RING_FULL + EVENT_RETRANSMIT),
             ring_drops_state: k.get(STAT_RING_FULL + EVENT_STATE_CHANGE),
-            ring_drops_rtt_histogram: k.get(STAT_RING_FULL + EVENT_RTT_HISTOGRAM),
+            ring_drops_flow_window: k.get(STAT_RING_FULL + EVENT_FLOW_WINDOW),
             rtt_samples_skipped_by_interval: k.get(STAT_RATE_LIMITED + EVENT_RTT_SAMPLE),
             retransmits_over_rate: k.get(STAT_RATE_LIMITED + EVENT_RETRANSMIT),
             retransmits_not_sent: k.get(STAT_RETRANSMITS_NOT_SENT),
@@ -172,6 +173,34 @@ mod tests {
                 error_ns: 5,
             },
         }
+    }
+
+    #[test]
+    fn ring_drops_is_the_sum_of_the_per_kind_columns() {
+        // a different count for each kind: a kind without its column (verbs completions had
+        // none) leaves the sum short
+        let mut slots = vec![0; STAT_SLOTS as usize];
+        for kind in 1..EVENT_KINDS {
+            slots[(STAT_RING_FULL + kind) as usize] = 1 << kind;
+        }
+        let counters = KernelCounters::from_slots(slots);
+        let node = NodeIdentity {
+            hostname: "n".into(),
+            boot_id: "b".into(),
+            kernel: "k".into(),
+        };
+        let hooks = Hooks::default();
+        let row = Accounting::new().close_interval(end(&node, &hooks, &counters));
+        let per_kind = row.ring_drops_flow_end
+            + row.ring_drops_rtt
+            + row.ring_drops_flow_window
+            + row.ring_drops_retransmit
+            + row.ring_drops_state
+            + row.ring_drops_nccl
+            + row.ring_drops_verbs
+            + row.ring_drops_verbs_completions;
+        assert_eq!(row.ring_drops, (1 << EVENT_KINDS) - 2);
+        assert_eq!(per_kind, row.ring_drops);
     }
 
     #[test]

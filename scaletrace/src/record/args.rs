@@ -65,13 +65,14 @@ pub struct RecordArgs {
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
     pub rtt_sample_interval: Duration,
 
-    /// Length of the windows of the `rtt_histograms` table: every RTT update of a flow (each
-    /// ACK that measured one) is counted in the kernel into one histogram per window, which
-    /// gives exact counts, minimum and maximum, and percentiles within 12.5 %, whatever the
-    /// --rtt-sample-interval. Windows start on whole multiples of it in UTC, so every node's
-    /// line up. 0s turns the histograms off. From 10ms to 1h.
-    #[arg(long, default_value = "1s", value_parser = parse_rtt_window)]
-    pub rtt_window: Duration,
+    /// Length of the windows of the `flow_windows` table: per flow and window, the kernel
+    /// counts every RTT update (each ACK that measured one) into a histogram, which gives exact
+    /// counts, minimum and maximum, and percentiles within 12.5 % whatever the
+    /// --rtt-sample-interval, with the bytes, retransmits and timeouts of the window. Windows
+    /// start on whole multiples of it in UTC, so every node's line up. 0s turns them off. From
+    /// 10ms to 1h.
+    #[arg(long, default_value = "1s", value_parser = parse_flow_window)]
+    pub flow_window: Duration,
 
     /// Per-CPU limit on retransmit events per second sent to userspace; beyond it they are
     /// counted (capture.retransmits_over_rate) but not recorded one by one.
@@ -85,7 +86,7 @@ pub struct RecordArgs {
 
     /// Most TCP connections tracked at once. Kernel memory: an index allocated up front, about
     /// 110 bytes each (7 MB at the default), and for each connection open, its aggregate and
-    /// RTT histogram, about 660 bytes each. Beyond it new connections are not tracked; how many is counted in `capture`, the status files and
+    /// open window (`flow_windows`), about 700 bytes each. Beyond it new connections are not tracked; how many is counted in `capture`, the status files and
     /// the summary, with a warning the first time.
     #[arg(long, default_value_t = scaletrace_common::MAX_FLOWS, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1024..=4_194_304))]
@@ -153,11 +154,11 @@ pub fn parse_gpu_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-pub fn parse_rtt_window(s: &str) -> Result<Duration, String> {
+pub fn parse_flow_window(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
     if !d.is_zero() && (d < Duration::from_millis(10) || d > Duration::from_secs(3600)) {
         return Err(format!(
-            "{s}: an RTT histogram window is from 10ms to 1h (0s turns them off)"
+            "{s}: a flow window is from 10ms to 1h (0s turns them off)"
         ));
     }
     Ok(d)
@@ -215,8 +216,8 @@ impl RecordArgs {
             bail!("--rtt-sample-interval is too large");
         }
         cfg.rtt_sample_interval_ns = interval as u64;
-        cfg.rtt_window_ns = self.rtt_window.as_nanos() as u64;
-        cfg.rtt_window_offset_ns = (crate::clock::now_ns(libc::CLOCK_REALTIME)
+        cfg.flow_window_ns = self.flow_window.as_nanos() as u64;
+        cfg.flow_window_offset_ns = (crate::clock::now_ns(libc::CLOCK_REALTIME)
             - crate::clock::now_ns(libc::CLOCK_MONOTONIC))
             as u64;
         cfg.verbs_sample_every = self.verbs_sample_every;
@@ -334,17 +335,17 @@ mod tests {
             (0, 65535, 0, 0)
         );
         assert_eq!(c.rtt_sample_interval_ns, 10_000_000);
-        assert_eq!(c.rtt_window_ns, 1_000_000_000);
+        assert_eq!(c.flow_window_ns, 1_000_000_000);
         // the wall clock less the monotonic one: the windows' UTC alignment
         let offset = crate::clock::now_ns(libc::CLOCK_REALTIME)
             - crate::clock::now_ns(libc::CLOCK_MONOTONIC);
-        assert!((c.rtt_window_offset_ns as i64 - offset).abs() < 1_000_000_000);
+        assert!((c.flow_window_offset_ns as i64 - offset).abs() < 1_000_000_000);
     }
 
     #[test]
-    fn rtt_windows_are_from_10ms_to_an_hour_or_off() {
+    fn flow_windows_are_from_10ms_to_an_hour_or_off() {
         let window =
-            |s: &str| parse(&["--rtt-window", s]).map(|a| a.config(0).unwrap().rtt_window_ns);
+            |s: &str| parse(&["--flow-window", s]).map(|a| a.config(0).unwrap().flow_window_ns);
         assert_eq!(window("0s").unwrap(), 0);
         assert_eq!(window("250ms").unwrap(), 250_000_000);
         assert!(window("1ms").is_err());

@@ -77,7 +77,7 @@ macro_rules! interval_files {
 interval_files! {
     flows: FlowRow,
     rtt: RttRow,
-    rtt_histograms: RttHistogramRow,
+    flow_windows: FlowWindowRow,
     retransmits: RetransmitRow,
     states: StateChangeRow,
     nic: NicCounterRow,
@@ -425,10 +425,12 @@ impl Sinks {
                 let row = self.assembler.rtt(&e);
                 self.push_with(|w| w.rtt.push(row))
             }
-            Event::RttHistogram(e) => match self.assembler.rtt_histogram(e.cookie, &e.window) {
-                Some(row) => self.push_with(|w| w.rtt_histograms.push(row)),
-                None => Ok(()),
-            },
+            Event::FlowWindow(e) => {
+                match self.assembler.flow_window(e.cookie, &e.window, &e.closed) {
+                    Some(row) => self.push_with(|w| w.flow_windows.push(row)),
+                    None => Ok(()),
+                }
+            }
             Event::Retransmit(e) => {
                 let row = self.assembler.retransmit(&e);
                 self.push_with(|w| w.retransmits.push(row))
@@ -460,14 +462,18 @@ impl Sinks {
         }
     }
 
-    /// Writes a flow's final row, and the RTT histogram window it still held (`capture_end_mono`
+    /// Writes a flow's final row, and the window it still held (`capture_end_mono`
     /// ends a flow still open).
     fn push_flow(&mut self, s: &FlowStats, capture_end_mono: u64) -> Result<()> {
         let row = self.assembler.flow(s, capture_end_mono);
-        let window = self.assembler.rtt_histogram(s.cookie, &s.rtt_window);
+        let window = self.assembler.flow_window(
+            s.cookie,
+            &s.flow_window,
+            &crate::assemble::counters_at_end(s, capture_end_mono),
+        );
         self.push_with(|w| w.flows.push(row))?;
         match window {
-            Some(window) => self.push_with(|w| w.rtt_histograms.push(window)),
+            Some(window) => self.push_with(|w| w.flow_windows.push(window)),
             None => Ok(()),
         }
     }
