@@ -139,8 +139,12 @@ table! {
         sampled ones of `rtt`) counted into a log-linear histogram, so counts and tails are \
         exact within a bucket, and the flow's bytes, retransmits and timeouts in the window. \
         The windows of a flow add up to its `flows` totals (`rtt_updates`, `bytes_sent`, \
-        `total_retrans`, ...). A window opens at the flow's first RTT update, retransmit or \
-        timeout in it; one row per window that opened. Its counters run from that first event \
+        `total_retrans`, ...), except where a window was lost (`capture.ring_drops_flow_window`) \
+        and for a flow adopted from an earlier run, whose first window starts from the counters \
+        it was adopted with. A window opens at the flow's first RTT update, retransmit or \
+        timeout in it, events of the sending side: a connection that only receives has no window \
+        after its handshake's, so its received bytes land there (its peer's windows, where it \
+        is recorded, have them as sent); one row per window that opened. Its counters run from that first event \
         to the first event of the flow's next window (or its end), so what happens while no \
         window is open (an idle flow's last ACKs, a stall without retransmits) counts in the \
         window before it, and a stall's recovery time counts where the stall ends. A window is \
@@ -159,9 +163,9 @@ table! {
         srtt_min_us: Option<u32> => opt_u32_col("µs", "Smallest smoothed RTT in the window (exact); null without an RTT update."),
         srtt_mean_us: Option<f64> => opt_f64_col("µs", "Mean smoothed RTT (exact)."),
         srtt_max_us: Option<u32> => opt_u32_col("µs", "Largest smoothed RTT (exact)."),
-        srtt_p50_us: Option<f64> => opt_f64_col("µs", "Median smoothed RTT, from the buckets (within 12.5 %)."),
-        srtt_p90_us: Option<f64> => opt_f64_col("µs", "90th percentile, from the buckets (within 12.5 %)."),
-        srtt_p99_us: Option<f64> => opt_f64_col("µs", "99th percentile, from the buckets (within 12.5 %)."),
+        srtt_p50_us: Option<f64> => opt_f64_col("µs", "Median smoothed RTT, from the buckets (within 12.5 % below 3.67 s; above, the maximum)."),
+        srtt_p90_us: Option<f64> => opt_f64_col("µs", "90th percentile, from the buckets (within 12.5 % below 3.67 s; above, the maximum)."),
+        srtt_p99_us: Option<f64> => opt_f64_col("µs", "99th percentile, from the buckets (within 12.5 % below 3.67 s; above, the maximum)."),
         rtt_buckets: Vec<u32> => u32_list_col("count", "RTT updates per bucket, 84 buckets (bounds in the table's description)."),
         bytes_sent: u64 => u64_col("bytes", "Bytes the peer acknowledged in the window (growth of tcp_sock.bytes_acked)."),
         bytes_received: u64 => u64_col("bytes", "Bytes received in order."),

@@ -419,7 +419,7 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
 
     let now = now_ns();
     // (before the stall and recovery ends below: those count in the window where they end)
-    if roll_flow_window(flow, ops, cookie, now) {
+    if roll_flow_window(flow, ops, cookie, now, 0) {
         add_rtt(&mut flow.flow_window, srtt_us);
     }
     // An RTT sample means new data was acknowledged: a timeout stall is over.
@@ -492,7 +492,8 @@ fn counters_now(ops: &aya_ebpf::bindings::bpf_sock_ops, flow: &FlowStats) -> Win
 
 /// Makes the flow's open window the one `now` falls into: a window `now` is past is sent
 /// first, with the flow's counters now, and the next one opens with them. Runs before the
-/// callback counts anything, so what it counts lands in the window it happened in. false:
+/// callback counts anything, so what it counts lands in the window it happened in;
+/// `retransmitted_now` are segments the kernel already counted for this callback. false:
 /// windows are off (`--flow-window 0s`).
 #[inline(always)]
 fn roll_flow_window(
@@ -500,13 +501,15 @@ fn roll_flow_window(
     ops: &aya_ebpf::bindings::bpf_sock_ops,
     cookie: u64,
     now: u64,
+    retransmitted_now: u32,
 ) -> bool {
     let len = config!(flow_window_ns);
     if len == 0 {
         return false;
     }
     if now >= flow.flow_window.end_ns {
-        let counters = counters_now(ops, flow);
+        let mut counters = counters_now(ops, flow);
+        counters.total_retrans = counters.total_retrans.saturating_sub(retransmitted_now);
         let first = flow.flow_window.start_ns == 0;
         // A new flow's first window starts from zero, not from the counters at its first event
         // (its first ACK's bytes): so a flow's windows add up to its totals. An adopted flow's
@@ -585,7 +588,11 @@ fn on_retransmit(ctx: &SockOpsContext) -> Result<(), i64> {
     let cookie = socket_cookie(ctx);
     if let Some(flow) = flow_mut(cookie) {
         let now = now_ns();
-        roll_flow_window(flow, sock_ops(ctx), cookie, now);
+        // The kernel adds the segments to total_retrans before this callback (when the send
+        // succeeded, arg 3 = 0): leave them out of a window this retransmit closes, for the one
+        // it opens.
+        let segs = if ctx.arg(2) == 0 { ctx.arg(1) } else { 0 };
+        roll_flow_window(flow, sock_ops(ctx), cookie, now, segs);
         flow.retrans_events += 1;
         // the first retransmit starts a loss recovery; more during it continue it
         if flow.recovery_at_ns == 0 {
@@ -600,7 +607,7 @@ fn on_rto(ctx: &SockOpsContext) -> Result<(), i64> {
     let cookie = socket_cookie(ctx);
     if let Some(flow) = flow_mut(cookie) {
         let now = now_ns();
-        roll_flow_window(flow, sock_ops(ctx), cookie, now);
+        roll_flow_window(flow, sock_ops(ctx), cookie, now, 0);
         flow.rto_count += 1;
         // a timeout that repeats (backoff) continues the same stall
         if flow.rto_at_ns == 0 {

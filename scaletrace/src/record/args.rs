@@ -67,7 +67,7 @@ pub struct RecordArgs {
 
     /// Length of the windows of the `flow_windows` table: per flow and window, the kernel
     /// counts every RTT update (each ACK that measured one) into a histogram, which gives exact
-    /// counts, minimum and maximum, and percentiles within 12.5 % whatever the
+    /// counts, minimum and maximum, and percentiles within 12.5 % (below 3.67 s) whatever the
     /// --rtt-sample-interval, with the bytes, retransmits and timeouts of the window. Windows
     /// start on whole multiples of it in UTC, so every node's line up. 0s turns them off. From
     /// 10ms to 1h.
@@ -86,7 +86,8 @@ pub struct RecordArgs {
 
     /// Most TCP connections tracked at once. Kernel memory: an index allocated up front, about
     /// 110 bytes each (7 MB at the default), and for each connection open, its aggregate and
-    /// open window (`flow_windows`), about 700 bytes each. Beyond it new connections are not tracked; how many is counted in `capture`, the status files and
+    /// open window (`flow_windows`): about 700 bytes each, 1 KiB with the kernel allocator's
+    /// rounding. Beyond it new connections are not tracked; how many is counted in `capture`, the status files and
     /// the summary, with a warning the first time.
     #[arg(long, default_value_t = scaletrace_common::MAX_FLOWS, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1024..=4_194_304))]

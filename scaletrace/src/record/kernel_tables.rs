@@ -121,6 +121,21 @@ impl KernelMaps {
     }
 }
 
+/// Raises a flow's counters to those its open window opened with. Where sock_diag could not
+/// read an open flow (its socket closed after the programs were detached, its namespace gone),
+/// it keeps those of its last RTT sample, which can be older than its window's opening (a
+/// retransmit or a later window's first update): its last window would then close below where
+/// it opened and its windows add up to more than its row.
+fn at_least_the_open_window(flow: &mut FlowStats) {
+    let opened = flow.flow_window.opened;
+    if flow.flow_window.start_ns == 0 {
+        return;
+    }
+    flow.bytes_acked = flow.bytes_acked.max(opened.bytes_acked);
+    flow.bytes_received = flow.bytes_received.max(opened.bytes_received);
+    flow.total_retrans = flow.total_retrans.max(opened.total_retrans);
+}
+
 impl KernelTables for KernelMaps {
     fn closed_unsent_flows(&self) -> Vec<(u64, FlowStats)> {
         self.complete_flows(|s| s.closed_unsent != 0)
@@ -151,6 +166,9 @@ impl KernelTables for KernelMaps {
         if let Err(e) = crate::final_counters::refresh_open_flows(&mut flows, &namespaces) {
             log::warn!("open flows keep their last sampled counters: {e:#}");
         }
+        for flow in &mut flows {
+            at_least_the_open_window(flow);
+        }
         flows
     }
 
@@ -171,6 +189,31 @@ impl KernelTables for KernelMaps {
 #[cfg(test)]
 mod tests {
     use super::once_per_key;
+
+    #[test]
+    fn an_open_flow_never_closes_its_window_below_where_it_opened() {
+        use scaletrace_common::{FlowStats, FlowWindow, WindowCounters};
+        let mut flow = FlowStats {
+            bytes_acked: 1_000, // its last sample's
+            total_retrans: 1,
+            flow_window: FlowWindow {
+                start_ns: 5,
+                opened: WindowCounters {
+                    bytes_acked: 4_000, // a later window's first update
+                    total_retrans: 3,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        super::at_least_the_open_window(&mut flow);
+        assert_eq!((flow.bytes_acked, flow.total_retrans), (4_000, 3));
+        // fresher counters (from sock_diag) are kept
+        flow.bytes_acked = 9_000;
+        super::at_least_the_open_window(&mut flow);
+        assert_eq!(flow.bytes_acked, 9_000);
+    }
 
     #[test]
     fn a_walk_that_started_over_keeps_each_key_once_with_its_latest_value() {

@@ -471,11 +471,13 @@ impl Sinks {
             &s.flow_window,
             &crate::assemble::counters_at_end(s, capture_end_mono),
         );
-        self.push_with(|w| w.flows.push(row))?;
-        match window {
-            Some(window) => self.push_with(|w| w.flow_windows.push(window)),
-            None => Ok(()),
+        // The window first: a failure between the two leaves the flow to be written again by
+        // the next sweep, and a window written twice is plain in (flow_id, ts); a flow row
+        // written twice would double its totals.
+        if let Some(window) = window {
+            self.push_with(|w| w.flow_windows.push(window))?;
         }
+        self.push_with(|w| w.flows.push(row))
     }
 
     /// Writes every record of `records` (`ring_records`: what the ring buffer holds now).
@@ -537,8 +539,13 @@ impl Sinks {
             if s.end_ns != 0 {
                 continue; // closed: its final row goes to `flows`
             }
-            let f = self.assembler.flow(&s, now_mono);
+            let mut f = self.assembler.flow(&s, now_mono);
             let (sent0, received0, retrans0) = prev.remove(&cookie).unwrap_or_default();
+            // Cumulative counters never go back: a flow sock_diag missed this time (closing,
+            // its namespace gone) has only its last sample's, older than the last snapshot's.
+            f.bytes_sent = f.bytes_sent.max(sent0);
+            f.bytes_received = f.bytes_received.max(received0);
+            f.total_retrans = f.total_retrans.max(retrans0);
             self.snapshot_prev
                 .insert(cookie, (f.bytes_sent, f.bytes_received, f.total_retrans));
             rows.push(FlowSnapshotRow {
@@ -1278,6 +1285,59 @@ mod tests {
         assert_eq!(hive_files(dir.path(), "retransmits"), 1);
         assert_eq!(hive_files(dir.path(), "qp_snapshots"), 1);
         assert_eq!(column(dir.path(), "retransmits", "flow_id"), [0u64; 0]);
+    }
+
+    /// A window of `flow` opened at `start_ns` with `bytes_acked` bytes acknowledged.
+    fn with_window(mut flow: FlowStats, start_ns: u64, bytes_acked: u64) -> FlowStats {
+        flow.flow_window = FlowWindow {
+            start_ns,
+            end_ns: start_ns + 1_000,
+            opened: WindowCounters {
+                bytes_acked,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        flow
+    }
+
+    #[test]
+    fn each_window_is_written_once_from_the_ring_a_flow_end_or_the_end_of_the_capture() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sinks = per_run_sinks(dir.path());
+        // flow 1: a finished window from the ring (0 -> 400 bytes), then its end carries the
+        // next (400 -> its final 1,000)
+        let mut sent = FlowWindowEvent {
+            cookie: 1,
+            window: with_window(flow(1, 0), 1_000, 0).flow_window,
+            closed: WindowCounters {
+                bytes_acked: 400,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        sent.header.kind = EVENT_FLOW_WINDOW;
+        let raw = [
+            bytes_of(&sent),
+            flow_end(with_window(flow(1, 1_000), 2_000, 400)),
+            // flow 3 never had an event: no window
+            flow_end(flow(3, 50)),
+        ];
+        sinks.drain(records(&raw)).unwrap();
+        // flow 2, still open at the end, with its open window (700 -> 900)
+        let mut kernel = FakeKernel::default();
+        kernel
+            .flows
+            .insert(2, with_window(flow(2, 900), 2_000, 700));
+        sinks
+            .finish(Vec::new(), &mut kernel, &Hooks::default())
+            .unwrap();
+        let ids = column(dir.path(), "flow_windows", "flow_id");
+        let bytes = column(dir.path(), "flow_windows", "bytes_sent");
+        let mut windows: Vec<(u64, u64)> = ids.into_iter().zip(bytes).collect();
+        windows.sort();
+        assert_eq!(windows, [(1, 400), (1, 600), (2, 200)]);
+        assert_eq!(column(dir.path(), "flows", "flow_id").len(), 3);
     }
 
     #[test]
