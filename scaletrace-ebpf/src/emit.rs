@@ -83,6 +83,23 @@ pub(crate) fn emit<T: 'static>(kind: u32, event: T) -> bool {
     }
 }
 
+/// Reserves a `T` in the ring buffer, lets `fill` write every field of it in place and submits
+/// it, counting success or a full-ring drop for `kind`. For events too large to build on the
+/// 512-byte eBPF stack, which `emit` would need to hold first.
+#[inline(always)]
+pub(crate) fn emit_in_place<T: 'static>(kind: u32, fill: impl FnOnce(&mut T)) -> bool {
+    let Some(mut entry) = EVENTS.reserve::<T>(0) else {
+        count(STAT_RING_FULL + kind);
+        return false;
+    };
+    // SAFETY: a reserved ring buffer slot of type T, ours until submitted; every caller's
+    // `fill` writes each field (or zeroes the whole slot first) before the submit below.
+    fill(unsafe { &mut *entry.as_mut_ptr() });
+    entry.submit(submit_flags());
+    count(STAT_EMITTED + kind);
+    true
+}
+
 /// A `T` at `addr` in the traced process's memory; None if it cannot be read.
 #[inline(always)]
 pub(crate) fn read_user<T>(addr: u64) -> Option<T> {

@@ -41,15 +41,19 @@ fn tuple_family(t: &FlowTuple) -> &'static str {
     }
 }
 
-/// A flow's timeout-stall and loss-recovery time at its end (or the capture's,
-/// `capture_end_mono`, for a flow still open): a stall or recovery still open counts up to
-/// that end.
-fn recovery_at_end(s: &FlowStats, capture_end_mono: u64) -> (u64, u64) {
-    let end_mono = if s.end_ns != 0 {
+/// When a flow ended (monotonic ns): its close, or the capture's end for a flow still open.
+fn end_mono(s: &FlowStats, capture_end_mono: u64) -> u64 {
+    if s.end_ns != 0 {
         s.end_ns
     } else {
         capture_end_mono
-    };
+    }
+}
+
+/// A flow's timeout-stall and loss-recovery time at its end (`end_mono`): a stall or
+/// recovery still open counts up to that end.
+fn recovery_at_end(s: &FlowStats, capture_end_mono: u64) -> (u64, u64) {
+    let end_mono = end_mono(s, capture_end_mono);
     let open_since = |at: u64| {
         if at != 0 {
             end_mono.saturating_sub(at)
@@ -112,7 +116,7 @@ impl Assembler {
     /// A flow from the kernel table. `capture_end_mono` is used for flows still open.
     pub fn flow(&mut self, s: &FlowStats, capture_end_mono: u64) -> FlowRow {
         let closed = s.end_ns != 0;
-        let end_mono = if closed { s.end_ns } else { capture_end_mono };
+        let end_mono = end_mono(s, capture_end_mono);
         let owner = if closed {
             self.owners.remove(&s.cookie)
         } else {

@@ -9,7 +9,7 @@ use aya_ebpf::{
 };
 use scaletrace_common::*;
 
-use crate::emit::{count, now_ns, submit_flags, EVENTS};
+use crate::emit::{emit_in_place, now_ns};
 
 #[tracepoint]
 pub fn bench_source(_ctx: TracePointContext) -> u32 {
@@ -17,32 +17,25 @@ pub fn bench_source(_ctx: TracePointContext) -> u32 {
     if tgid == 0 || (bpf_get_current_pid_tgid() >> 32) as u32 != tgid {
         return 0;
     }
-    let Some(mut entry) = EVENTS.reserve::<RttSampleEvent>(0) else {
-        count(STAT_RING_FULL + EVENT_RTT_SAMPLE);
-        return 0;
-    };
-    let now = now_ns();
-    // SAFETY: a reserved ring buffer slot of this type, ours until submitted; every field is
-    // written (zeroed, then the varying ones) before the submit.
-    unsafe {
-        let e = entry.as_mut_ptr();
-        core::ptr::write_bytes(e, 0, 1);
-        (*e).header = EventHeader {
+    emit_in_place(EVENT_RTT_SAMPLE, |e: &mut RttSampleEvent| {
+        // SAFETY: all-zero bytes are a valid RttSampleEvent (plain integers): every field the
+        // lines below do not set is zero.
+        unsafe { core::ptr::write_bytes(e as *mut RttSampleEvent, 0, 1) };
+        let now = now_ns();
+        e.header = EventHeader {
             kind: EVENT_RTT_SAMPLE,
             _pad: 0,
             ts_ns: now,
         };
         // values that vary, as a real flow's do: 64 flows, RTT and counters from the clock
-        (*e).cookie = 1 + (now >> 7) % 64;
-        (*e).srtt_us = 50 + ((now >> 10) % 4096) as u32;
-        (*e).min_rtt_us = 40;
-        (*e).bytes_acked = now >> 4;
-        (*e).snd_cwnd = 10 + ((now >> 13) % 200) as u32;
-        (*e).mss = 1448;
-        (*e).dsack_dups = NOT_MEASURED;
-        (*e).reord_seen = NOT_MEASURED;
-    }
-    entry.submit(submit_flags());
-    count(STAT_EMITTED + EVENT_RTT_SAMPLE);
+        e.cookie = 1 + (now >> 7) % 64;
+        e.srtt_us = 50 + ((now >> 10) % 4096) as u32;
+        e.min_rtt_us = 40;
+        e.bytes_acked = now >> 4;
+        e.snd_cwnd = 10 + ((now >> 13) % 200) as u32;
+        e.mss = 1448;
+        e.dsack_dups = NOT_MEASURED;
+        e.reord_seen = NOT_MEASURED;
+    });
     0
 }

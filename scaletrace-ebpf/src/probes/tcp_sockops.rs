@@ -21,14 +21,14 @@ use scaletrace_common::*;
 
 use super::tcp_adopt::ITER_MARKED;
 use crate::{
-    emit::{count, now_ns, submit_flags, EVENTS},
+    emit::{count, emit_in_place, now_ns},
     filter::{cidr_matches, port_matches},
 };
 
 const TCP_CLOSE: u32 = 7;
 
-/// Socket cookie -> per-flow aggregate. Not preallocated: an entry (with its RTT histogram,
-/// ~600 bytes) takes kernel memory only while its connection is open, not `--max-flows` of
+/// Socket cookie -> per-flow aggregate. Not preallocated: an entry (with its open window, 632
+/// bytes, 1 KiB with the allocator's rounding) takes kernel memory only while its connection is open, not `--max-flows` of
 /// them from the start; only sock_ops uses this map, so every kernel allows it.
 #[map]
 static FLOWS: HashMap<u64, FlowStats> = HashMap::with_max_entries(MAX_FLOWS, BPF_F_NO_PREALLOC);
@@ -439,38 +439,31 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
     flow.last_sample_ns = now;
     refresh_counters(ops, flow);
     refresh_reordering(ctx.ops, flow);
-    // Filled in place in the ring buffer, not built on the stack first.
-    let Some(mut entry) = EVENTS.reserve::<RttSampleEvent>(0) else {
-        count(STAT_RING_FULL + EVENT_RTT_SAMPLE);
-        return Ok(());
-    };
-    // SAFETY: a reserved ring buffer slot of this type, ours until submitted; every field is
-    // written below before the submit.
-    let e = unsafe { &mut *entry.as_mut_ptr() };
-    e.header = EventHeader {
-        kind: EVENT_RTT_SAMPLE,
-        _pad: 0,
-        ts_ns: now,
-    };
-    e.cookie = cookie;
-    e.bytes_acked = flow.bytes_acked;
-    e.bytes_received = flow.bytes_received;
-    e.srtt_us = srtt_us;
-    e.min_rtt_us = flow.min_rtt_us;
-    e.snd_cwnd = ops.snd_cwnd;
-    e.snd_ssthresh = ops.snd_ssthresh;
-    e.packets_out = ops.packets_out;
-    e.retrans_out = ops.retrans_out;
-    e.lost_out = ops.lost_out;
-    e.sacked_out = ops.sacked_out;
-    e.total_retrans = flow.total_retrans;
-    e.mss = ops.mss_cache;
-    e.rate_delivered = ops.rate_delivered;
-    e.rate_interval_us = ops.rate_interval_us;
-    e.dsack_dups = flow.dsack_dups;
-    e.reord_seen = flow.reord_seen;
-    entry.submit(submit_flags());
-    count(STAT_EMITTED + EVENT_RTT_SAMPLE);
+    // Filled in place in the ring buffer, not built on the stack first; every field is written.
+    emit_in_place(EVENT_RTT_SAMPLE, |e: &mut RttSampleEvent| {
+        e.header = EventHeader {
+            kind: EVENT_RTT_SAMPLE,
+            _pad: 0,
+            ts_ns: now,
+        };
+        e.cookie = cookie;
+        e.bytes_acked = flow.bytes_acked;
+        e.bytes_received = flow.bytes_received;
+        e.srtt_us = srtt_us;
+        e.min_rtt_us = flow.min_rtt_us;
+        e.snd_cwnd = ops.snd_cwnd;
+        e.snd_ssthresh = ops.snd_ssthresh;
+        e.packets_out = ops.packets_out;
+        e.retrans_out = ops.retrans_out;
+        e.lost_out = ops.lost_out;
+        e.sacked_out = ops.sacked_out;
+        e.total_retrans = flow.total_retrans;
+        e.mss = ops.mss_cache;
+        e.rate_delivered = ops.rate_delivered;
+        e.rate_interval_us = ops.rate_interval_us;
+        e.dsack_dups = flow.dsack_dups;
+        e.reord_seen = flow.reord_seen;
+    });
     Ok(())
 }
 
@@ -562,25 +555,18 @@ fn add_rtt(w: &mut FlowWindow, srtt_us: u32) {
 /// ring is full.
 #[inline(always)]
 fn emit_flow_window(w: &FlowWindow, closed: &WindowCounters, cookie: u64, now: u64) {
-    let Some(mut entry) = EVENTS.reserve::<FlowWindowEvent>(0) else {
-        count(STAT_RING_FULL + EVENT_FLOW_WINDOW);
-        return;
-    };
-    let event = entry.as_mut_ptr();
-    // SAFETY: a reserved ring buffer slot of this type, ours until submitted; the header, the
-    // cookie, the whole window and the closing counters are written before the submit.
-    unsafe {
-        (*event).header = EventHeader {
+    emit_in_place(EVENT_FLOW_WINDOW, |e: &mut FlowWindowEvent| {
+        e.header = EventHeader {
             kind: EVENT_FLOW_WINDOW,
             _pad: 0,
             ts_ns: now,
         };
-        (*event).cookie = cookie;
-        core::ptr::copy_nonoverlapping(w as *const FlowWindow, &mut (*event).window, 1);
-        (*event).closed = *closed;
-    }
-    entry.submit(submit_flags());
-    count(STAT_EMITTED + EVENT_FLOW_WINDOW);
+        e.cookie = cookie;
+        // SAFETY: both are valid FlowWindows and do not overlap (a map value, a ring slot);
+        // copied, not assigned, so no copy of it is made on the stack.
+        unsafe { core::ptr::copy_nonoverlapping(w as *const FlowWindow, &mut e.window, 1) };
+        e.closed = *closed;
+    });
 }
 
 #[inline(always)]
@@ -631,30 +617,23 @@ fn end_untracked_flow(ctx: &SockOpsContext, cookie: u64) -> Result<(), i64> {
     let Ok((tuple, netns_cookie)) = wanted_socket(ctx) else {
         return Ok(());
     };
-    let Some(mut entry) = EVENTS.reserve::<FlowEndEvent>(0) else {
-        count(STAT_RING_FULL + EVENT_FLOW_END);
-        return Ok(());
-    };
-    let event = entry.as_mut_ptr();
-    // SAFETY: a reserved ring buffer slot of this type, ours until submitted; all-zero bytes
-    // are a valid FlowEndEvent (plain integers).
-    unsafe { core::ptr::write_bytes(event, 0, 1) };
-    // SAFETY: as above; no other reference to the slot exists.
-    let e = unsafe { &mut *event };
-    let now = now_ns();
-    e.header = EventHeader {
-        kind: EVENT_FLOW_END,
-        _pad: 0,
-        ts_ns: now,
-    };
-    init_flow(&mut e.stats, tuple, cookie, netns_cookie);
-    e.stats.untracked = 1;
-    e.stats.cgroup_id = socket_cgroup_id(ctx.ops);
-    refresh_counters(sock_ops(ctx), &mut e.stats);
-    refresh_reordering(ctx.ops, &mut e.stats);
-    e.stats.end_ns = now;
-    entry.submit(submit_flags());
-    count(STAT_EMITTED + EVENT_FLOW_END);
+    emit_in_place(EVENT_FLOW_END, |e: &mut FlowEndEvent| {
+        // SAFETY: all-zero bytes are a valid FlowEndEvent (plain integers): every field the
+        // lines below do not set is zero.
+        unsafe { core::ptr::write_bytes(e as *mut FlowEndEvent, 0, 1) };
+        let now = now_ns();
+        e.header = EventHeader {
+            kind: EVENT_FLOW_END,
+            _pad: 0,
+            ts_ns: now,
+        };
+        init_flow(&mut e.stats, tuple, cookie, netns_cookie);
+        e.stats.untracked = 1;
+        e.stats.cgroup_id = socket_cgroup_id(ctx.ops);
+        refresh_counters(sock_ops(ctx), &mut e.stats);
+        refresh_reordering(ctx.ops, &mut e.stats);
+        e.stats.end_ns = now;
+    });
     Ok(())
 }
 
@@ -662,24 +641,15 @@ fn end_untracked_flow(ctx: &SockOpsContext, cookie: u64) -> Result<(), i64> {
 /// FlowEndEvent on the stack would not fit the 512-byte eBPF stack.
 #[inline(always)]
 fn emit_flow_end(flow: &FlowStats, now: u64) -> bool {
-    let Some(mut entry) = EVENTS.reserve::<FlowEndEvent>(0) else {
-        count(STAT_RING_FULL + EVENT_FLOW_END);
-        return false;
-    };
-    let event = entry.as_mut_ptr();
-    // SAFETY: a reserved ring buffer slot of this type, ours until submitted; the header and
-    // the whole aggregate are written before the submit.
-    unsafe {
-        (*event).header = EventHeader {
+    emit_in_place(EVENT_FLOW_END, |e: &mut FlowEndEvent| {
+        e.header = EventHeader {
             kind: EVENT_FLOW_END,
             _pad: 0,
             ts_ns: now,
         };
-        core::ptr::copy_nonoverlapping(flow as *const FlowStats, &mut (*event).stats, 1);
-    }
-    entry.submit(submit_flags());
-    count(STAT_EMITTED + EVENT_FLOW_END);
-    true
+        // SAFETY: both are valid FlowStats and do not overlap (a map value, a ring slot).
+        unsafe { core::ptr::copy_nonoverlapping(flow as *const FlowStats, &mut e.stats, 1) };
+    })
 }
 
 #[inline(always)]
