@@ -454,14 +454,21 @@ pub fn prepare(
 /// whole tree several times took 28 s by itself; `analyze` and `merge` compute each once, right
 /// after its definition, into a temporary table behind the same name, so the views after it
 /// bind against the table. `scaletrace sql` prints the same script (`--views-only`: without).
-const MATERIALIZED: [&str; 14] = [
+/// The views that read raw RTT samples and that several others read (the fleet's usual
+/// queueing, the healthy steps' queueing, the culprits' step windows and queued samples) are
+/// among them: inlined, `findings` read the `rtt` files 102 times, and for 64 nodes' 2 minutes
+/// at 64 flows each (49 M samples, bench/fleet.py) it spilled past 50 GB without finishing.
+const MATERIALIZED: [&str; 20] = [
     "st_event",
     "st_rank_trace",
     "st_collective_op",
     "st_collective_rank_step",
     "st_lane_interval",
+    "st_fleet_queueing",
     "st_flow_window",
+    "st_latency_flow",
     "st_collective_excess",
+    "st_healthy_queueing",
     "st_step_queueing",
     "st_slow_step_cause",
     "st_culprit_iteration",
@@ -469,6 +476,9 @@ const MATERIALIZED: [&str; 14] = [
     "st_iteration",
     "st_slowdown",
     "st_culprit_when",
+    "st_culprit_step_window",
+    "st_culprit_queued_samples",
+    "st_persistent_queueing",
 ];
 
 fn materialized(script: &str) -> Result<String> {

@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""How long `scaletrace analyze` takes, and how much memory, on a whole fleet's store: the fleet
+issue's curve (64 nodes x 2 min ... 1,000 nodes x 1 h), with one planted congested peer that must
+come out first.
+
+    python3 bench/fleet.py --nodes 64 --minutes 2           # one point, printed
+    python3 bench/fleet.py --curve                          # the curve: docs/fleet.{md,json}
+
+The fleet is the tests' congested-peer scenario (tests/scenarios.py) scaled up, written as the
+agent's Hive layout (`table=NAME/...`), with what a recorder at its defaults writes per node:
+64 flows (two to each of 32 ring neighbours), one `flow_windows` row per flow and second (the
+kernel's 1 s windows: RTT percentiles, bytes, retransmits), raw `rtt` samples at --rtt-every-ms
+(the recorder's default is 10 ms per flow: 117 MB per node-hour, 117 GB for the fleet-hour, which
+this machine's disk cannot hold; the raw samples are for drill-down, the fleet analysis reads
+the windows), GPU kernels of --gpus ranks per node for every step (compute, then an AllReduce
+after the last rank arrives) and a few stray retransmits. Planted: the flows *to* one node
+(a third of the way round the ring) see RTT x6 and a third of their throughput from 1/3 to 1/2
+of the run, and every rank's AllReduce stretches then.
+
+Each point generates its fleet into --dir (removed after), runs `analyze --no-report --json`
+under /usr/bin/time for wall time and peak RSS, and checks that the first slowdown verdict names
+the congested node."""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+
+import duckdb
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..")
+BASE = "2026-01-01 00:00:00+00"
+PEERS = 32          # ring neighbours per node (16 each way), two flows to each: 64 flows
+FLOWS_PER_PEER = 2
+NODES_PER_FILE = 32  # a file per table per 32 nodes, as a spool's rotation would batch them
+
+
+def ip(node):
+    return f"10.{node // 65536}.{node // 256 % 256}.{node % 256 + 1}"
+
+
+def congested_node(nodes):
+    return nodes // 3
+
+
+def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms):
+    """Writes the fleet under `out` (Hive layout); returns rows written per table."""
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET preserve_insertion_order = false")
+    ts = f"TIMESTAMPTZ '{BASE}'"
+    hot = congested_node(nodes)
+    c0, c1 = seconds // 3, seconds // 2
+    con.execute(f"CREATE MACRO ip(n) AS '10.' || (n // 65536) || '.' || (n // 256 % 256) || '.' || (n % 256 + 1)")
+    rows = {}
+
+    def write(table, group, query):
+        directory = os.path.join(out, f"table={table}")
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, f"nodes{group:05d}.parquet")
+        con.execute(f"COPY ({query}) TO '{path}' (FORMAT parquet, ROW_GROUP_SIZE 122880)")
+        rows[table] = rows.get(table, 0) + con.execute(f"SELECT count(*) FROM '{path}'").fetchone()[0]
+
+    for group, first in enumerate(range(0, nodes, NODES_PER_FILE)):
+        last = min(first + NODES_PER_FILE, nodes)
+        span = max(1, min(PEERS // 2, (nodes - 1) // 2))
+        con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE flow_def AS
+            SELECT n AS node, (n + d + {nodes}) % {nodes} AS peer, k,
+                   n * 1000 + row_number() OVER (PARTITION BY n ORDER BY d, k) AS flow_id
+            FROM range({first}, {last}) a(n),
+                 (SELECT * FROM range(1, {span} + 1) r(d) UNION ALL SELECT -d FROM range(1, {span} + 1) r(d)) b(d),
+                 range(0, {FLOWS_PER_PEER}) c(k)
+            WHERE (n + d + {nodes}) % {nodes} <> n""")
+        # per flow and second: the planted factors and the window's RTT spread
+        con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE second AS
+            SELECT f.*, s,
+                   f.peer = {hot} AND s >= {c0} AND s < {c1} AS congested,
+                   (hash(f.flow_id, s) % 1000) / 1000.0 AS noise
+            FROM flow_def f, range(0, {seconds}) t(s)""")
+        write("flows", group, f"""
+            SELECT 'node' || node AS host, flow_id, 0::UBIGINT AS netns_cookie, 'ipv4' AS family,
+                   ip(node) AS local_addr, (40000 + flow_id % 20000)::USMALLINT AS local_port,
+                   ip(peer) AS remote_addr, (5000 + k)::USMALLINT AS remote_port, 'active' AS direction,
+                   1234::UINTEGER AS pid, 'python' AS comm, {ts} AS start, NULL::TIMESTAMPTZ AS "end",
+                   {seconds}000000000::BIGINT AS duration_ns, true AS open_at_end,
+                   ({seconds}::BIGINT * 1250000000 - (CASE WHEN peer = {hot} THEN ({c1} - {c0})::BIGINT * 837500000 ELSE 0 END))::UBIGINT AS bytes_sent,
+                   0::UBIGINT AS bytes_received, 0::UINTEGER AS total_retrans, 0::UINTEGER AS retransmit_events,
+                   ({seconds} * 2000)::UINTEGER AS rtt_updates, 50::UINTEGER AS min_rtt_us
+            FROM flow_def""")
+        # the kernel's windows: ~2,000 RTT updates a second at ~50 µs (x6 when congested)
+        write("flow_windows", group, f"""
+            SELECT 'node' || node AS host, {ts} + to_seconds(s::BIGINT) AS ts, flow_id::UBIGINT AS flow_id,
+                   1000000000::UBIGINT AS window_ns, 2000::UINTEGER AS rtt_updates,
+                   (m * 50)::UINTEGER AS srtt_min_us, m * 50 * (1 + 0.1 * noise) AS srtt_mean_us,
+                   (m * 50 * (1.3 + 0.2 * noise))::UINTEGER AS srtt_max_us,
+                   m * 50 * (1 + 0.1 * noise) AS srtt_p50_us, m * 50 * (1.15 + 0.1 * noise) AS srtt_p90_us,
+                   m * 50 * (1.25 + 0.2 * noise) AS srtt_p99_us,
+                   [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1000, 800, 200, 0, 0, 0, 0, 0, 0, 0, 0,
+                    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]::UINTEGER[] AS rtt_buckets,
+                   (1250000000 * CASE WHEN congested THEN 0.33 ELSE 1.0 END)::UBIGINT AS bytes_sent,
+                   0::UBIGINT AS bytes_received, 0::UINTEGER AS retrans_segments, 0::UINTEGER AS retransmit_events,
+                   0::UINTEGER AS rto_count, 0::UBIGINT AS rto_recovery_ns, 0::UBIGINT AS loss_recovery_ns
+            FROM (SELECT *, CASE WHEN congested THEN 6.0 ELSE 1.0 END AS m FROM second)""")
+        if rtt_every_ms:
+            per_second = max(1, 1000 // rtt_every_ms)
+            write("rtt", group, f"""
+                SELECT 'node' || node AS host,
+                       {ts} + to_microseconds((s * 1000000 + i * {rtt_every_ms * 1000} + hash(flow_id, s, i) % {rtt_every_ms * 1000})::BIGINT) AS ts,
+                       flow_id::UBIGINT AS flow_id,
+                       (CASE WHEN congested THEN 6.0 ELSE 1.0 END * 50 * (1 + 0.2 * noise))::UINTEGER AS srtt_us,
+                       50::UINTEGER AS min_rtt_us, 100::UINTEGER AS snd_cwnd, 0::UINTEGER AS total_retrans,
+                       8948::UINTEGER AS mss,
+                       -- 10 Gbit/s, a third of it while congested
+                       (1250000000 * ((s * {per_second} + i) / {per_second}
+                        - CASE WHEN peer = {hot} THEN 0.67 * greatest(0, least((s * {per_second} + i) / {per_second}, {c1}) - {c0}) ELSE 0 END))::UBIGINT AS bytes_acked,
+                       0::UBIGINT AS bytes_received
+                FROM second, range(0, {per_second}) r(i)""")
+        write("interfaces", group, f"""
+            SELECT 'node' || n AS host, 'r1' AS run_id, 'eth0' AS name, 'ipv4' AS family, ip(n) AS addr,
+                   16::UTINYINT AS prefix_len, 0::BIGINT AS numa_node
+            FROM range({first}, {last}) a(n)""")
+        write("gpu_devices", group, f"""
+            SELECT 'node' || n AS host, 'r1' AS run_id, g::UINTEGER AS "index", 'GPU-node' || n || '-' || g AS uuid,
+                   'NVIDIA H100' AS name, '0000:' || (g * 16 + 24)::VARCHAR || ':00.0' AS pci_bus_id,
+                   (g * 2 // {gpus})::BIGINT AS numa_node, 85899345920::UBIGINT AS memory_total_bytes,
+                   'mlx5_' || g AS nearest_nic, (g * 2 // {gpus})::BIGINT AS nic_numa_node, 'PIX' AS nic_locality
+            FROM range({first}, {last}) a(n), range(0, {gpus}) b(g)""")
+        # two stray retransmits a node and hour: real networks are never perfectly clean
+        write("retransmits", group, f"""
+            SELECT 'node' || node AS host, {ts} + to_microseconds((hash(flow_id) % ({seconds} * 1000000))::BIGINT) AS ts,
+                   flow_id::UBIGINT AS flow_id, 'retransmit' AS kind, 'ipv4' AS family, ip(node) AS local_addr,
+                   (40000 + flow_id % 20000)::USMALLINT AS local_port, ip(peer) AS remote_addr,
+                   (5000 + k)::USMALLINT AS remote_port, 'ESTABLISHED' AS state
+            FROM flow_def WHERE hash(flow_id) % 3600 < greatest(2 * {seconds} // 64, 1)""")
+        # every rank's compute, then its AllReduce, which ends 20 % of a step after the last
+        # rank of the whole job arrives (70 % in congested steps)
+        step_us = step_ms * 1000
+        write("gpu_events", group, f"""
+            WITH a AS (
+                SELECT n AS node, g AS gpu, n * {gpus} + g AS rank, step, step * {step_us} AS start_us,
+                       step * {step_ms} // 1000 >= {c0} AND step * {step_ms} // 1000 < {c1} AS congested,
+                       hash(n, g, step) % 100 AS jitter_us
+                FROM range({first}, {last}) a(n), range(0, {gpus}) b(g), range(0, {seconds * 1000 // step_ms}) c(step)),
+            k AS (
+                SELECT *, CASE WHEN congested THEN {step_us // 5} ELSE {step_us // 2} END + jitter_us AS compute_us,
+                       CASE WHEN congested THEN {step_us // 5} ELSE {step_us // 2} END + 99 AS last_arrival_us
+                FROM a)
+            SELECT 'node' || node AS host, rank::BIGINT AS rank, {ts} + to_microseconds(start_us::BIGINT) AS ts,
+                   (compute_us * 1000)::BIGINT AS dur_ns, 'kernel' AS category, 'volta_sgemm_128x64_nn' AS name,
+                   true AS on_gpu, NULL AS collective, gpu::BIGINT AS device, 7::BIGINT AS stream,
+                   gpu::BIGINT AS pid, 7::BIGINT AS tid, NULL::BIGINT AS correlation,
+                   'rank' || rank || '.pt.trace.json' AS source, true AS time_aligned, NULL AS comm_source
+            FROM k
+            UNION ALL
+            SELECT 'node' || node, rank, {ts} + to_microseconds((start_us + compute_us)::BIGINT),
+                   ((last_arrival_us - compute_us + CASE WHEN congested THEN {step_us * 7 // 10} ELSE {step_us // 5} END) * 1000)::BIGINT,
+                   'kernel', 'ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)',
+                   true, 'AllReduce', gpu, 8, gpu, 7, NULL, 'rank' || rank || '.pt.trace.json', true, 'nccl_kernel'
+            FROM k""")
+    return rows
+
+
+def du(path):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+def analyze(binary, store, work, memory_limit):
+    out = os.path.join(work, "findings.json")
+    cmd = ["/usr/bin/time", "-f", "%e %M", binary, "analyze", store, "--no-report", "--json", out,
+           "--temp-dir", os.path.join(work, "spill")]
+    if memory_limit:
+        cmd += ["--memory-limit", memory_limit]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    tail = proc.stderr.strip().splitlines()
+    wall, rss_kb = (float(x) for x in tail[-1].split())
+    if proc.returncode != 0:
+        return {"wall_s": wall, "peak_rss_gb": rss_kb / 2**20, "error": "\n".join(tail[-3:-1])}
+    findings = json.loads(open(out).read())
+    verdicts = [f for f in findings if f["category"] == "slowdown"]
+    return {"wall_s": wall, "peak_rss_gb": round(rss_kb / 2**20, 2), "findings": len(findings),
+            "first_slowdown": verdicts[0]["subject"] if verdicts else None,
+            "first_slowdown_summary": verdicts[0]["summary"] if verdicts else None,
+            "first_finding": f"{findings[0]['category']}: {findings[0]['subject']}" if findings else None}
+
+
+def point(args, nodes, minutes):
+    work = os.path.join(args.dir, f"fleet-{nodes}x{minutes}")
+    shutil.rmtree(work, ignore_errors=True)
+    store = os.path.join(work, "store")
+    t0 = time.monotonic()
+    rows = generate(store, nodes, minutes * 60, args.gpus, args.step_ms, args.rtt_every_ms)
+    generated = time.monotonic() - t0
+    result = {"nodes": nodes, "minutes": minutes, "rows": rows, "store_gb": round(du(store) / 1e9, 3),
+              "generate_s": round(generated, 1), "congested_node": f"node{congested_node(nodes)}"}
+    result.update(analyze(args.binary, store, work, args.memory_limit))
+    result["planted_first"] = result.get("first_slowdown") == result["congested_node"]
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def markdown(meta, args):
+    rows = "\n".join(
+        f"| {r['nodes']} x {r['minutes']} min | {r['rows']['flows']:,} "
+        f"| {r['rows'].get('rtt', 0) / 1e6:,.1f} M | {r['rows']['flow_windows'] / 1e6:,.2f} M | {r['store_gb']:.2f} GB "
+        f"| {r['wall_s']:.0f} s | {r['peak_rss_gb']:.1f} GB "
+        f"| {'yes' if r['planted_first'] else 'no: ' + str(r.get('first_slowdown') or r.get('error'))} |"
+        for r in meta["results"])
+    return f"""# Analyzing a fleet's store
+
+Generated by `{meta['command']}` on {meta['date']} ({meta['machine']}); raw numbers in `{os.path.basename(args.out)}.json`.
+
+The fleet is the tests' congested-peer scenario scaled up (bench/fleet.py says how): 64 flows per
+node, one `flow_windows` row per flow and second, {'raw RTT samples every ' + str(args.rtt_every_ms) + ' ms per flow' if args.rtt_every_ms else 'no raw RTT samples'},
+{args.gpus} ranks per node with a {args.step_ms} ms training step. One node (a third of the way round the
+ring) is congested for a sixth of the run. `analyze --no-report --json`
+{('--memory-limit ' + args.memory_limit) if args.memory_limit else 'at its default memory limit (80 % of RAM)'}; wall time and peak RSS from
+/usr/bin/time; "planted first": the first slowdown verdict names the congested node.
+
+| fleet | flows | RTT samples | flow windows | store | analyze wall | peak RSS | planted first |
+|---|---|---|---|---|---|---|---|
+{rows}
+"""
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nodes", type=int, default=64)
+    p.add_argument("--minutes", type=int, default=2)
+    p.add_argument("--curve", action="store_true", help="64x2, 256x5, 512x10, 1024x10, 1024x60 min")
+    p.add_argument("--gpus", type=int, default=8, help="ranks per node")
+    p.add_argument("--step-ms", type=int, default=1000, help="training step")
+    p.add_argument("--rtt-every-ms", type=int, default=0,
+                   help="raw RTT samples per flow every this many ms (0: none; the recorder's default is 10)")
+    p.add_argument("--memory-limit", default=None, help="analyze --memory-limit")
+    p.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "scaletrace"))
+    p.add_argument("--dir", default="/var/tmp/scaletrace-fleet", help="where the fleets are generated")
+    p.add_argument("--keep", action="store_true", help="keep the generated store")
+    p.add_argument("--out", default=None, help="write the curve to OUT.md and OUT.json")
+    args = p.parse_args()
+    points = [(64, 2), (256, 5), (512, 10), (1024, 10), (1024, 60)] if args.curve else [(args.nodes, args.minutes)]
+    results = [point(args, n, m) for n, m in points]
+    if args.out:
+        meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "machine": f"{platform.node()}: {os.cpu_count()} CPUs, "
+                           f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB",
+                "command": " ".join(sys.argv), "results": results}
+        with open(args.out + ".json", "w") as f:
+            json.dump(meta, f, indent=1)
+        with open(args.out + ".md", "w") as f:
+            f.write(markdown(meta, args))
+
+
+if __name__ == "__main__":
+    main()
