@@ -452,7 +452,9 @@ def markdown(r):
     for name, s in r["bpf_programs"].items():
         lines.append(f"| {name} | {s['run_cnt']} | {s['run_time_ns'] / max(s['run_cnt'], 1):.0f} |")
     lines += ["", "Versions of sock_ops' per-ACK work against each other (A/B, alternated, same workload): "
-              "[per-ack.md](per-ack.md), by `bench/ab.py`."]
+              "[per-ack.md](per-ack.md), by `bench/ab.py`.",
+              "", "`analyze` on a whole fleet's store, its time and memory as the fleet grows: "
+              "[fleet.md](fleet.md), by `bench/fleet.py`."]
     lines += ["", "## Same loss (1 %) and connection-churn workload, events captured", "",
               "| tool | flows | RTT samples | retransmit events | state changes | ring drops |", "|---|---|---|---|---|---|"]
     for k in ("scaletrace", "bpftrace"):

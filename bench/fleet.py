@@ -4,7 +4,7 @@ issue's curve (64 nodes x 2 min ... 1,000 nodes x 1 h), with one planted congest
 come out first.
 
     python3 bench/fleet.py --nodes 64 --minutes 2           # one point, printed
-    python3 bench/fleet.py --curve                          # the curve: docs/fleet.{md,json}
+    python3 bench/fleet.py --points 16x2,64x2,64x10 --rtt-every-ms 10 --out docs/fleet
 
 The fleet is the tests' congested-peer scenario (tests/scenarios.py) scaled up, written as the
 agent's Hive layout (`table=NAME/...`), with what a recorder at its defaults writes per node:
@@ -236,7 +236,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", type=int, default=64)
     p.add_argument("--minutes", type=int, default=2)
-    p.add_argument("--curve", action="store_true", help="64x2, 256x5, 512x10, 1024x10, 1024x60 min")
+    p.add_argument("--points", default=None, help="several fleets, NODESxMINUTES comma-separated, e.g. 16x2,64x2,64x10")
     p.add_argument("--gpus", type=int, default=8, help="ranks per node")
     p.add_argument("--step-ms", type=int, default=1000, help="training step")
     p.add_argument("--rtt-every-ms", type=int, default=0,
@@ -247,17 +247,24 @@ def main():
     p.add_argument("--keep", action="store_true", help="keep the generated store")
     p.add_argument("--out", default=None, help="write the curve to OUT.md and OUT.json")
     args = p.parse_args()
-    points = [(64, 2), (256, 5), (512, 10), (1024, 10), (1024, 60)] if args.curve else [(args.nodes, args.minutes)]
-    results = [point(args, n, m) for n, m in points]
-    if args.out:
-        meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "machine": f"{platform.node()}: {os.cpu_count()} CPUs, "
-                           f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB",
-                "command": " ".join(sys.argv), "results": results}
-        with open(args.out + ".json", "w") as f:
-            json.dump(meta, f, indent=1)
-        with open(args.out + ".md", "w") as f:
-            f.write(markdown(meta, args))
+    points = ([tuple(int(x) for x in p.split("x")) for p in args.points.split(",")] if args.points
+              else [(args.nodes, args.minutes)])
+    results = []
+    for nodes, minutes in points:
+        results.append(point(args, nodes, minutes))
+        if args.out:  # after each point: the big ones take many minutes
+            write(args, results)
+
+
+def write(args, results):
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": f"{platform.node()}: {os.cpu_count()} CPUs, "
+                       f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB",
+            "command": "python3 " + " ".join(sys.argv), "results": results}
+    with open(args.out + ".json", "w") as f:
+        json.dump(meta, f, indent=1)
+    with open(args.out + ".md", "w") as f:
+        f.write(markdown(meta, args))
 
 
 if __name__ == "__main__":

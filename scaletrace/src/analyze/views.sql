@@ -24,12 +24,32 @@ FROM flows f
 LEFT JOIN (SELECT host, addr, any_value(name) AS name FROM interfaces GROUP BY ALL) i
        ON i.host = f.host AND i.addr = f.local_addr;
 
--- RTT samples per flow and window: latency percentiles and bytes moved.
+-- The flows whose kernel windows (`flow_windows`) have the analysis window's length.
+CREATE OR REPLACE VIEW st_windowed_flow AS
+SELECT DISTINCT fw.host, fw.flow_id FROM flow_windows fw, st_params p WHERE fw.window_ns = p.window_us * 1000;
+
+-- RTT per flow and window: latency percentiles, how many RTT measurements, bytes moved.
+-- From the kernel's windows where a flow has them of the analysis window's length (`record
+-- --flow-window` and `analyze --window` are both 1 s by default): every RTT update counted,
+-- percentiles from its histogram (within 12.5 %), exact bytes, and the flow's minimum RTT
+-- from `flows`. From the raw samples for the flows without (a recording older than the
+-- windows, `--flow-window 0s` or another length): that path holds every sample of a window
+-- in memory for its percentiles, and 246 M samples (64 nodes' 10 minutes at 64 flows each,
+-- bench/fleet.py) ran out of 8 GB there.
 CREATE OR REPLACE VIEW st_rtt_window AS
 WITH r AS (
     SELECT host, flow_id, st_us(ts) // p.window_us AS w, srtt_us, min_rtt_us,
            bytes_acked + bytes_received AS bytes
-    FROM rtt, st_params p),
+    FROM rtt, st_params p
+    WHERE NOT EXISTS (SELECT 1 FROM st_windowed_flow k WHERE k.host = rtt.host AND k.flow_id = rtt.flow_id)),
+kernel AS (
+    SELECT fw.host, fw.flow_id, st_us(fw.ts) // p.window_us AS w, fw.rtt_updates AS samples,
+           fw.srtt_p50_us, fw.srtt_p99_us, fw.srtt_max_us, f.min_rtt_us,
+           fw.bytes_sent + fw.bytes_received AS bytes
+    FROM flow_windows fw CROSS JOIN st_params p
+    LEFT JOIN (SELECT host, flow_id, min(nullif(min_rtt_us, 0)) AS min_rtt_us FROM flows GROUP BY ALL) f
+           USING (host, flow_id)
+    WHERE fw.window_ns = p.window_us * 1000),
 g AS (
     SELECT host, flow_id, w, count(*) AS samples,
            quantile_cont(srtt_us, 0.5) AS srtt_p50_us, quantile_cont(srtt_us, 0.99) AS srtt_p99_us,
@@ -39,7 +59,9 @@ g AS (
 SELECT host, flow_id, w, samples, srtt_p50_us, srtt_p99_us, srtt_max_us, min_rtt_us,
        -- bytes since the previous window that had a sample (or since the first sample)
        bytes_max - coalesce(lag(bytes_max) OVER (PARTITION BY host, flow_id ORDER BY w), bytes_min) AS bytes
-FROM g;
+FROM g
+UNION ALL BY NAME
+SELECT * FROM kernel;
 
 -- Each flow's own baseline: its path's minimum RTT, its median throughput and how many RTT
 -- samples it has in a window as a rule.
@@ -1059,15 +1081,21 @@ FROM x GROUP BY culprit;
 -- (each sample once, however many overlapping steps hold it). Null counters (a kernel that
 -- does not give them) leave the culprit out. `reordered`: the receivers already had at least
 -- `min_spurious_share` of them, so the verdict calls it reordering or jitter, not loss.
+-- Only the flows on a network culprit's links are put in order, whole (a flow's previous
+-- sample may lie before the culprit's steps): sorting every sample of the capture for them
+-- is what held memory on a fleet's store.
 CREATE OR REPLACE VIEW st_culprit_spurious AS
-WITH s AS (
+WITH c AS (SELECT DISTINCT culprit, ends FROM st_culprit_step_window WHERE cause = 'network'),
+on_links AS (
+    SELECT DISTINCT n.host, n.flow_id, n.node, n.remote_node
+    FROM st_data_flow n JOIN c ON st_on_culprit_links(c.ends, n.node, n.remote_node)),
+s AS (
     SELECT n.node, n.remote_node, st_us(r.ts) AS ts_us,
            -- signed: a count that went down (a socket reused after a disconnect) adds nothing
            greatest(0, r.total_retrans::BIGINT - lag(r.total_retrans::BIGINT) OVER w) AS resent,
            greatest(0, r.dsack_dups::BIGINT - lag(r.dsack_dups::BIGINT) OVER w) AS spurious
-    FROM rtt r JOIN st_data_flow n USING (host, flow_id)
-    WINDOW w AS (PARTITION BY r.host, r.flow_id ORDER BY r.ts)),
-c AS (SELECT DISTINCT culprit, ends FROM st_culprit_step_window WHERE cause = 'network')
+    FROM rtt r JOIN on_links n USING (host, flow_id)
+    WINDOW w AS (PARTITION BY r.host, r.flow_id ORDER BY r.ts))
 SELECT c.culprit, sum(s.resent) AS resent, sum(s.spurious) AS spurious,
        -- a DSACK can come in a sample after its retransmit's: at most all of them
        least(1.0, sum(s.spurious) / nullif(sum(s.resent), 0)) AS spurious_share,
