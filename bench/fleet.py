@@ -229,7 +229,7 @@ ring) is congested for a sixth of the run. `analyze --no-report --json`
 | fleet | flows | RTT samples | flow windows | store | analyze wall | peak RSS | planted first |
 |---|---|---|---|---|---|---|---|
 {rows}
-"""
+""" + (f"\n{meta['note']}\n" if meta.get("note") else "")
 
 
 def main():
@@ -246,9 +246,20 @@ def main():
     p.add_argument("--dir", default="/var/tmp/scaletrace-fleet", help="where the fleets are generated")
     p.add_argument("--keep", action="store_true", help="keep the generated store")
     p.add_argument("--out", default=None, help="write the curve to OUT.md and OUT.json")
+    p.add_argument("--note", default=None, help="a paragraph for OUT.md (what changed, what it was before)")
+    p.add_argument("--render", action="store_true", help="only write OUT.md again from OUT.json (with --note)")
     args = p.parse_args()
     points = ([tuple(int(x) for x in p.split("x")) for p in args.points.split(",")] if args.points
               else [(args.nodes, args.minutes)])
+    if args.render:
+        with open(args.out + ".json") as f:
+            meta = json.load(f)
+        meta["note"] = args.note or meta.get("note")
+        with open(args.out + ".json", "w") as f:
+            json.dump(meta, f, indent=1)
+        with open(args.out + ".md", "w") as f:
+            f.write(markdown(meta, args))
+        return
     results = []
     for nodes, minutes in points:
         results.append(point(args, nodes, minutes))
@@ -260,7 +271,7 @@ def write(args, results):
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": f"{platform.node()}: {os.cpu_count()} CPUs, "
                        f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB",
-            "command": "python3 " + " ".join(sys.argv), "results": results}
+            "command": "python3 " + " ".join(sys.argv), "note": args.note, "results": results}
     with open(args.out + ".json", "w") as f:
         json.dump(meta, f, indent=1)
     with open(args.out + ".md", "w") as f:

@@ -428,6 +428,55 @@ def test_time_bins_find_every_sample_a_range_join_finds(tmp_path):
         assert got == expected, bin_us
 
 
+def _add_flow_windows(fleet, updates_per_sample):
+    """The kernel's 1 s windows of each flow, made from the scenario's samples as the kernel
+    would count them (`updates_per_sample` RTT updates for each sample)."""
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    for node in sorted(os.listdir(fleet)):
+        fleet_dir = os.path.join(fleet, node, "flow_windows")
+        os.makedirs(fleet_dir)
+        con.execute(f"""COPY (
+            WITH w AS (
+                SELECT host, flow_id, time_bucket(INTERVAL 1 second, ts) AS ts, count(*) AS n,
+                       median(srtt_us) AS p50, quantile_cont(srtt_us, 0.99) AS p99, max(srtt_us) AS mx,
+                       min(srtt_us) AS mn, max(bytes_acked) AS acked, min(bytes_acked) AS first_acked
+                FROM read_parquet('{fleet}/{node}/rtt/*.parquet') GROUP BY ALL)
+            SELECT host, ts, flow_id, 1000000000::UBIGINT AS window_ns,
+                   (n * {updates_per_sample})::UINTEGER AS rtt_updates, mn::UINTEGER AS srtt_min_us,
+                   p50 AS srtt_mean_us, mx::UINTEGER AS srtt_max_us, p50 AS srtt_p50_us, p99 AS srtt_p90_us,
+                   p99 AS srtt_p99_us,
+                   (acked - coalesce(lag(acked) OVER (PARTITION BY flow_id ORDER BY ts), first_acked))::UBIGINT AS bytes_sent,
+                   0::UBIGINT AS bytes_received
+            FROM w) TO '{fleet_dir}/{node}.parquet' (FORMAT parquet)""")
+
+
+def test_flow_windows_stand_for_the_samples_of_their_flows(tmp_path):
+    """A recorder's `flow_windows` (the kernel's per-second RTT percentiles, every RTT update
+    counted) replace the raw samples of their flows in the per-window views: the raw path held
+    every sample in memory and ran out of 8 GB on 64 nodes' 10 minutes. Without any raw samples
+    (nor timelines: the step-level views still read raw samples) the congested peer is still
+    found from the windows alone."""
+    fleet = scenarios.generate(str(tmp_path / "fleet"), ["congested_peer"])
+    _add_flow_windows(fleet, 7)
+    script = subprocess.run([BIN, "sql", fleet], capture_output=True, text=True, check=True).stdout
+    con = duckdb.connect()
+    con.execute(script)
+    samples, windows = con.execute("SELECT sum(samples), count(*) FROM st_rtt_window").fetchone()
+    updates, recorded = con.execute("SELECT sum(rtt_updates), count(*) FROM flow_windows").fetchone()
+    assert (samples, windows) == (updates, recorded), (samples, windows, updates, recorded)
+    assert samples == 7 * con.execute("SELECT count(*) FROM rtt").fetchone()[0]
+    # the windows alone: no raw sample anywhere
+    for node in os.listdir(fleet):
+        shutil.rmtree(os.path.join(fleet, node, "rtt"))
+        shutil.rmtree(os.path.join(fleet, node, "gpu_events"))
+    out = tmp_path / "windows-only.json"
+    proc = analyze(fleet, "--no-report", "--json", str(out))
+    found = json.loads(out.read_text())
+    assert first(found, "contention", "peer")["subject"] == scenarios.ip(scenarios.CONGESTED), proc.stderr
+    assert "not analyzed: contention" not in proc.stderr
+
+
 def test_memory_limit_spills_or_says_what_to_do(tmp_path):
     """1,024 nodes x 10 min was killed by the kernel at 24 GB with no word of analyze's own."""
     fleet = scenarios.generate(str(tmp_path / "fleet"), ["loss_burst"])

@@ -30,7 +30,9 @@ pub struct AnalyzeArgs {
     #[arg(default_value = crate::layout::DEFAULT_DIR, num_args = 1..)]
     pub paths: Vec<String>,
 
-    /// Window length for time-based diagnoses (bursts, co-degradation, GPU idle).
+    /// Window length for time-based diagnoses (bursts, co-degradation, GPU idle). Flows
+    /// recorded with a `--flow-window` of this length (1s is both defaults) are read from their
+    /// kernel windows, the others from their raw RTT samples (slower, more memory)
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub window: Duration,
 
@@ -243,7 +245,11 @@ pub const CATEGORIES: [(&str, &str, &[&[&str]]); 10] = [
         "RDMA retransmit hot spots (per device, from the NIC's own counters)",
         &[&["nic_counters"]],
     ),
-    ("loss_burst", "Loss bursts", &[&["retransmits"], &["rtt"]]),
+    (
+        "loss_burst",
+        "Loss bursts",
+        &[&["retransmits"], &["rtt", "flow_windows"]],
+    ),
     (
         "latency",
         "Latency: tail outliers and queueing",
@@ -252,7 +258,7 @@ pub const CATEGORIES: [(&str, &str, &[&[&str]]); 10] = [
     (
         "contention",
         "Contention: flows sharing a NIC or peer degrading together",
-        &[&["rtt"], &["flows"]],
+        &[&["rtt", "flow_windows"], &["flows"]],
     ),
     (
         "straggler",
