@@ -428,50 +428,83 @@ def test_time_bins_find_every_sample_a_range_join_finds(tmp_path):
         assert got == expected, bin_us
 
 
-def _add_flow_windows(fleet, updates_per_sample):
+def _add_flow_windows(fleet, updates_per_sample, where="true"):
     """The kernel's 1 s windows of each flow, made from the scenario's samples as the kernel
-    would count them (`updates_per_sample` RTT updates for each sample)."""
+    would count them (`updates_per_sample` RTT updates for each sample), for the seconds
+    `where` selects (a condition on `second`)."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     for node in sorted(os.listdir(fleet)):
-        fleet_dir = os.path.join(fleet, node, "flow_windows")
-        os.makedirs(fleet_dir)
+        windows = os.path.join(fleet, node, "flow_windows")
+        os.makedirs(windows)
         con.execute(f"""COPY (
             WITH w AS (
                 SELECT host, flow_id, time_bucket(INTERVAL 1 second, ts) AS ts, count(*) AS n,
                        median(srtt_us) AS p50, quantile_cont(srtt_us, 0.99) AS p99, max(srtt_us) AS mx,
                        min(srtt_us) AS mn, max(bytes_acked) AS acked, min(bytes_acked) AS first_acked
-                FROM read_parquet('{fleet}/{node}/rtt/*.parquet') GROUP BY ALL)
-            SELECT host, ts, flow_id, 1000000000::UBIGINT AS window_ns,
-                   (n * {updates_per_sample})::UINTEGER AS rtt_updates, mn::UINTEGER AS srtt_min_us,
-                   p50 AS srtt_mean_us, mx::UINTEGER AS srtt_max_us, p50 AS srtt_p50_us, p99 AS srtt_p90_us,
-                   p99 AS srtt_p99_us,
-                   (acked - coalesce(lag(acked) OVER (PARTITION BY flow_id ORDER BY ts), first_acked))::UBIGINT AS bytes_sent,
-                   0::UBIGINT AS bytes_received
-            FROM w) TO '{fleet_dir}/{node}.parquet' (FORMAT parquet)""")
+                FROM read_parquet('{fleet}/{node}/rtt/*.parquet') GROUP BY ALL),
+            k AS (
+                SELECT host, ts, flow_id, 1000000000::UBIGINT AS window_ns,
+                       (n * {updates_per_sample})::UINTEGER AS rtt_updates, mn::UINTEGER AS srtt_min_us,
+                       p50 AS srtt_mean_us, mx::UINTEGER AS srtt_max_us, p50 AS srtt_p50_us, p99 AS srtt_p90_us,
+                       p99 AS srtt_p99_us,
+                       (acked - coalesce(lag(acked) OVER (PARTITION BY flow_id ORDER BY ts), first_acked))::UBIGINT AS bytes_sent,
+                       0::UBIGINT AS bytes_received, epoch(ts)::BIGINT - 1767225600 AS second
+                FROM w)
+            SELECT * EXCLUDE (second) FROM k WHERE {where}) TO '{windows}/{node}.parquet' (FORMAT parquet)""")
+
+
+def _rtt_windows(fleet):
+    script = subprocess.run([BIN, "sql", fleet], capture_output=True, text=True, check=True).stdout
+    con = duckdb.connect()
+    con.execute(script)
+    return con, con.execute("""SELECT host, flow_id, w, samples, srtt_p50_us, srtt_p99_us, srtt_max_us, throughput_bps,
+                                      rtt_degraded, throughput_ratio
+                               FROM st_flow_window ORDER BY ALL""").fetchall()
 
 
 def test_flow_windows_stand_for_the_samples_of_their_flows(tmp_path):
     """A recorder's `flow_windows` (the kernel's per-second RTT percentiles, every RTT update
     counted) replace the raw samples of their flows in the per-window views: the raw path held
-    every sample in memory and ran out of 8 GB on 64 nodes' 10 minutes. Without any raw samples
-    (nor timelines: the step-level views still read raw samples) the congested peer is still
-    found from the windows alone."""
-    fleet = scenarios.generate(str(tmp_path / "fleet"), ["congested_peer"])
-    _add_flow_windows(fleet, 7)
-    script = subprocess.run([BIN, "sql", fleet], capture_output=True, text=True, check=True).stdout
-    con = duckdb.connect()
-    con.execute(script)
-    samples, windows = con.execute("SELECT sum(samples), count(*) FROM st_rtt_window").fetchone()
-    updates, recorded = con.execute("SELECT sum(rtt_updates), count(*) FROM flow_windows").fetchone()
-    assert (samples, windows) == (updates, recorded), (samples, windows, updates, recorded)
-    assert samples == 7 * con.execute("SELECT count(*) FROM rtt").fetchone()[0]
+    every sample in memory and ran out of 8 GB on 64 nodes' 10 minutes. Windows made from the
+    same samples give the same per-window rows; windows over part of a flow's capture leave the
+    rest to its samples; a window written twice is one; without any raw samples (nor timelines:
+    the step-level views still read raw samples) the congested peer is still found."""
+    raw = scenarios.generate(str(tmp_path / "raw"), ["congested_peer"])
+    _, expected = _rtt_windows(raw)
+    same = scenarios.generate(str(tmp_path / "same"), ["congested_peer"])
+    _add_flow_windows(same, 1)
+    con, got = _rtt_windows(same)
+    assert con.execute("SELECT count(*) FROM st_windowed_flow").fetchone()[0] == 16
+    assert [r[:3] for r in got] == [r[:3] for r in expected]
+    # every column the same: counts, percentiles, throughput, degradation
+    for g, e in zip(got, expected):
+        assert g[3:] == e[3:], (g, e)
+
+    # seconds 5-24 from windows counting 7 updates a sample, the rest from the samples
+    part = scenarios.generate(str(tmp_path / "part"), ["congested_peer"])
+    _add_flow_windows(part, 7, "second BETWEEN 5 AND 24")
+    con, got = _rtt_windows(part)
+    by_window = {r[:3]: r[3] for r in got}
+    assert len(by_window) == len(expected)
+    for e in expected:
+        second = e[2] - 1767225600
+        assert by_window[e[:3]] == e[3] * (7 if 5 <= second <= 24 else 1), (e, by_window[e[:3]])
+    # a window written twice (an agent restarted within it): one row, both parts' updates
+    node0 = os.path.join(part, "node0", "flow_windows")
+    shutil.copy(os.path.join(node0, "node0.parquet"), os.path.join(node0, "again.parquet"))
+    con, again = _rtt_windows(part)
+    assert [r[:3] for r in again] == [r[:3] for r in got]
+    assert sum(r[3] for r in again) > sum(r[3] for r in got)
+
     # the windows alone: no raw sample anywhere
-    for node in os.listdir(fleet):
-        shutil.rmtree(os.path.join(fleet, node, "rtt"))
-        shutil.rmtree(os.path.join(fleet, node, "gpu_events"))
+    windows_only = scenarios.generate(str(tmp_path / "windows-only"), ["congested_peer"])
+    _add_flow_windows(windows_only, 7)
+    for node in os.listdir(windows_only):
+        shutil.rmtree(os.path.join(windows_only, node, "rtt"))
+        shutil.rmtree(os.path.join(windows_only, node, "gpu_events"))
     out = tmp_path / "windows-only.json"
-    proc = analyze(fleet, "--no-report", "--json", str(out))
+    proc = analyze(windows_only, "--no-report", "--json", str(out))
     found = json.loads(out.read_text())
     assert first(found, "contention", "peer")["subject"] == scenarios.ip(scenarios.CONGESTED), proc.stderr
     assert "not analyzed: contention" not in proc.stderr

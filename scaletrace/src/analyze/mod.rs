@@ -464,12 +464,13 @@ pub fn prepare(
 /// queueing, the healthy steps' queueing, the culprits' step windows and queued samples) are
 /// among them: inlined, `findings` read the `rtt` files 102 times, and for 64 nodes' 2 minutes
 /// at 64 flows each (49 M samples, bench/fleet.py) it spilled past 50 GB without finishing.
-const MATERIALIZED: [&str; 20] = [
+const MATERIALIZED: [&str; 21] = [
     "st_event",
     "st_rank_trace",
     "st_collective_op",
     "st_collective_rank_step",
     "st_lane_interval",
+    "st_flow_baseline",
     "st_fleet_queueing",
     "st_flow_window",
     "st_latency_flow",

@@ -24,52 +24,66 @@ FROM flows f
 LEFT JOIN (SELECT host, addr, any_value(name) AS name FROM interfaces GROUP BY ALL) i
        ON i.host = f.host AND i.addr = f.local_addr;
 
--- The flows whose kernel windows (`flow_windows`) have the analysis window's length.
+-- The span of each flow's kernel windows (`flow_windows`) of the analysis window's length:
+-- its first and last window, and its smallest smoothed RTT in them.
 CREATE OR REPLACE VIEW st_windowed_flow AS
-SELECT DISTINCT fw.host, fw.flow_id FROM flow_windows fw, st_params p WHERE fw.window_ns = p.window_us * 1000;
+SELECT fw.host, fw.flow_id, min(st_us(fw.ts) // p.window_us) AS first_w, max(st_us(fw.ts) // p.window_us) AS last_w,
+       min(nullif(fw.srtt_min_us, 0)) AS srtt_min_us
+FROM flow_windows fw, st_params p
+WHERE fw.window_ns = p.window_us * 1000
+GROUP BY fw.host, fw.flow_id;
 
 -- RTT per flow and window: latency percentiles, how many RTT measurements, bytes moved.
--- From the kernel's windows where a flow has them of the analysis window's length (`record
--- --flow-window` and `analyze --window` are both 1 s by default): every RTT update counted,
--- percentiles from its histogram (within 12.5 %), exact bytes, and the flow's minimum RTT
--- from `flows`. From the raw samples for the flows without (a recording older than the
--- windows, `--flow-window 0s` or another length): that path holds every sample of a window
--- in memory for its percentiles, and 246 M samples (64 nodes' 10 minutes at 64 flows each,
+-- From the kernel's windows over the span where a flow has them of the analysis window's
+-- length (`record --flow-window` and `analyze --window` are both 1 s by default): every RTT
+-- update counted, percentiles from its histogram (within 12.5 %), exact bytes, and the flow's
+-- minimum RTT from `flows` (else its smallest smoothed RTT). From the raw samples elsewhere (a
+-- recording older than the windows, `--flow-window 0s` or another length, the part of a flow
+-- recorded before or after its windows): that path holds every sample of a window in memory
+-- for its percentiles, and 246 M samples (64 nodes' 10 minutes at 64 flows each,
 -- bench/fleet.py) ran out of 8 GB there.
 CREATE OR REPLACE VIEW st_rtt_window AS
 WITH r AS (
-    SELECT host, flow_id, st_us(ts) // p.window_us AS w, srtt_us, min_rtt_us,
-           bytes_acked + bytes_received AS bytes
-    FROM rtt, st_params p
-    WHERE NOT EXISTS (SELECT 1 FROM st_windowed_flow k WHERE k.host = rtt.host AND k.flow_id = rtt.flow_id)),
-kernel AS (
-    SELECT fw.host, fw.flow_id, st_us(fw.ts) // p.window_us AS w, fw.rtt_updates AS samples,
-           fw.srtt_p50_us, fw.srtt_p99_us, fw.srtt_max_us, f.min_rtt_us,
-           fw.bytes_sent + fw.bytes_received AS bytes
-    FROM flow_windows fw CROSS JOIN st_params p
-    LEFT JOIN (SELECT host, flow_id, min(nullif(min_rtt_us, 0)) AS min_rtt_us FROM flows GROUP BY ALL) f
-           USING (host, flow_id)
-    WHERE fw.window_ns = p.window_us * 1000),
+    SELECT rtt.host, rtt.flow_id, st_us(rtt.ts) // p.window_us AS w, rtt.srtt_us, rtt.min_rtt_us,
+           rtt.bytes_acked + rtt.bytes_received AS bytes,
+           -- after the flow's windows: its bytes count from its first sample there, not across them
+           coalesce(st_us(rtt.ts) // p.window_us > k.last_w, false) AS after_windows
+    FROM rtt CROSS JOIN st_params p
+    LEFT JOIN st_windowed_flow k ON k.host = rtt.host AND k.flow_id = rtt.flow_id
+    WHERE k.flow_id IS NULL OR st_us(rtt.ts) // p.window_us NOT BETWEEN k.first_w AND k.last_w),
 g AS (
-    SELECT host, flow_id, w, count(*) AS samples,
+    SELECT host, flow_id, after_windows, w, count(*) AS samples,
            quantile_cont(srtt_us, 0.5) AS srtt_p50_us, quantile_cont(srtt_us, 0.99) AS srtt_p99_us,
            max(srtt_us) AS srtt_max_us, min(nullif(min_rtt_us, 0)) AS min_rtt_us,
            max(bytes) AS bytes_max, min(bytes) AS bytes_min
-    FROM r GROUP BY ALL)
+    FROM r GROUP BY ALL),
+kernel AS (
+    -- a window written twice (an agent restarted within it) is one, with both parts' counts
+    SELECT fw.host, fw.flow_id, st_us(fw.ts) // p.window_us AS w, sum(fw.rtt_updates)::BIGINT AS samples,
+           arg_max(fw.srtt_p50_us, fw.rtt_updates) AS srtt_p50_us, arg_max(fw.srtt_p99_us, fw.rtt_updates) AS srtt_p99_us,
+           max(fw.srtt_max_us) AS srtt_max_us, sum(fw.bytes_sent + fw.bytes_received)::UBIGINT AS bytes
+    FROM flow_windows fw, st_params p
+    WHERE fw.window_ns = p.window_us * 1000
+    GROUP BY ALL)
 SELECT host, flow_id, w, samples, srtt_p50_us, srtt_p99_us, srtt_max_us, min_rtt_us,
        -- bytes since the previous window that had a sample (or since the first sample)
-       bytes_max - coalesce(lag(bytes_max) OVER (PARTITION BY host, flow_id ORDER BY w), bytes_min) AS bytes
+       bytes_max - coalesce(lag(bytes_max) OVER (PARTITION BY host, flow_id, after_windows ORDER BY w), bytes_min) AS bytes
 FROM g
 UNION ALL BY NAME
-SELECT * FROM kernel;
+SELECT k.*, coalesce(f.min_rtt_us, s.srtt_min_us) AS min_rtt_us
+FROM kernel k JOIN st_windowed_flow s USING (host, flow_id)
+LEFT JOIN (SELECT host, flow_id, min(nullif(min_rtt_us, 0)) AS min_rtt_us FROM flows GROUP BY ALL) f
+       USING (host, flow_id);
 
 -- Each flow's own baseline: its path's minimum RTT, its median throughput and how many RTT
 -- samples it has in a window as a rule.
 CREATE OR REPLACE VIEW st_flow_baseline AS
 SELECT host, flow_id,
        coalesce(min(min_rtt_us), min(srtt_p50_us)) AS base_rtt_us,
-       median(bytes * 8e6 / p.window_us) AS median_bps,
-       median(samples) AS median_window_samples,
+       -- over the windows with an RTT measurement, as the raw samples give them: a kernel
+       -- window opened by a retransmit has none
+       median(bytes * 8e6 / p.window_us) FILTER (WHERE samples > 0) AS median_bps,
+       median(samples) FILTER (WHERE samples > 0) AS median_window_samples,
        count(*) AS windows
 FROM st_rtt_window, st_params p
 GROUP BY ALL;
@@ -1065,8 +1079,8 @@ WITH c AS (
 x AS (
     SELECT c.culprit, st_on_culprit_links(c.ends, r.node, r.remote_node) AS own,
            (r.queued_us >= q.threshold_us)::INTEGER AS queued
-    FROM (SELECT c.*, m.bin_us, unnest(st_bins(c.s, c.e, m.bin_us)) AS bin FROM c, st_match_bin m) c
-    JOIN st_rtt_ends r ON r.ts_us // c.bin_us = c.bin AND r.ts_us BETWEEN c.s AND c.e
+    -- a culprit's span can be the whole run: a few intervals, no bins
+    FROM c JOIN st_rtt_ends r ON r.ts_us BETWEEN c.s AND c.e
     CROSS JOIN st_healthy_queueing q)
 SELECT culprit, avg(queued) FILTER (WHERE own) AS own_share, avg(queued) FILTER (WHERE NOT own) AS other_share,
        count(*) FILTER (WHERE own) AS own_samples, count(*) FILTER (WHERE NOT own) AS other_samples
