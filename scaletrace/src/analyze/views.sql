@@ -43,14 +43,16 @@ GROUP BY fw.host, fw.flow_id;
 -- for its percentiles, and 246 M samples (64 nodes' 10 minutes at 64 flows each,
 -- bench/fleet.py) ran out of 8 GB there.
 CREATE OR REPLACE VIEW st_rtt_window AS
-WITH r AS (
-    SELECT rtt.host, rtt.flow_id, st_us(rtt.ts) // p.window_us AS w, rtt.srtt_us, rtt.min_rtt_us,
-           rtt.bytes_acked + rtt.bytes_received AS bytes,
+WITH s AS (
+    SELECT host, flow_id, st_us(ts) // p.window_us AS w, srtt_us, min_rtt_us,
+           bytes_acked + bytes_received AS bytes
+    FROM rtt, st_params p),
+r AS (
+    SELECT s.*,
            -- after the flow's windows: its bytes count from its first sample there, not across them
-           coalesce(st_us(rtt.ts) // p.window_us > k.last_w, false) AS after_windows
-    FROM rtt CROSS JOIN st_params p
-    LEFT JOIN st_windowed_flow k ON k.host = rtt.host AND k.flow_id = rtt.flow_id
-    WHERE k.flow_id IS NULL OR st_us(rtt.ts) // p.window_us NOT BETWEEN k.first_w AND k.last_w),
+           coalesce(s.w > k.last_w, false) AS after_windows
+    FROM s LEFT JOIN st_windowed_flow k ON k.host = s.host AND k.flow_id = s.flow_id
+    WHERE k.flow_id IS NULL OR s.w NOT BETWEEN k.first_w AND k.last_w),
 g AS (
     SELECT host, flow_id, after_windows, w, count(*) AS samples,
            quantile_cont(srtt_us, 0.5) AS srtt_p50_us, quantile_cont(srtt_us, 0.99) AS srtt_p99_us,
@@ -1055,7 +1057,7 @@ SELECT w.kind, w.culprit, count(DISTINCT (q.host, q.flow_id, q.ts_us)) AS queued
 FROM (SELECT w.*, m.bin_us, unnest(st_bins(w.s, w.e, m.bin_us)) AS bin
       FROM st_culprit_step_window w, st_match_bin m WHERE w.cause = 'queueing') w
 JOIN q ON q.ts_us // w.bin_us = w.bin AND q.ts_us BETWEEN w.s AND w.e
-WHERE w.cause = 'queueing' AND st_on_culprit_links(w.ends, q.node, q.remote_node)
+WHERE st_on_culprit_links(w.ends, q.node, q.remote_node)
 GROUP BY w.kind, w.culprit;
 
 CREATE OR REPLACE VIEW st_culprit_retransmits AS
