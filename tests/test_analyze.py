@@ -546,6 +546,35 @@ def test_a_rate_limit_whose_queue_overflows_is_one_culprit(tmp_path):
     assert abs(verdict[0]["time_lost_s"] - measured) <= 0.3 * measured, (verdict[0]["time_lost_s"], measured)
 
 
+def test_a_straggler_is_the_late_rank_its_own_work_explains_not_the_last_to_arrive(tmp_path):
+    """A real recording (tests/data/slow-rank-last-step: DDP, 4 nodes, rank 1 60 ms slower from
+    step 15 of 40). In the last step rank 0 reached the first all-reduce 6.5 ms after rank 1,
+    because its previous all-reduce had ended late, with no work of its own to explain it: the
+    step was blamed on rank 0 alone, dropped as noise, and the verdict said rank 1's trouble
+    ended a step before the trace did. A late step's straggler is the last rank to arrive whose
+    own work explains its lateness."""
+    data = os.path.join(os.path.dirname(__file__), "data", "slow-rank-last-step")
+    out = tmp_path / "findings.json"
+    analyze(os.path.join(data, "fleet"), "--json", str(out), "--no-report")
+    verdict = [f for f in json.loads(out.read_text()) if f["category"] == "slowdown"]
+    assert verdict and verdict[0]["rank"] == 1, [(f["subject"], f["summary"]) for f in verdict]
+    first = verdict[0]
+    assert first["first_step"] == 15, first["seen_when"]
+    assert "held up 25 of the 25 steps from there to step 39" in first["seen_when"], first["seen_when"]
+    assert "still going when the trace ended" in first["seen_when"], first["seen_when"]
+    # the time the others waited in the faulted steps, from the ranks' own step times
+    truth = []
+    for name in sorted(os.listdir(os.path.join(data, "truth"))):
+        with open(os.path.join(data, "truth", name)) as f:
+            truth.append(json.load(f)["steps"])
+    steps = [sorted((t[i]["end_ns"] - t[i]["start_ns"]) / 1e9 for t in truth)[len(truth) // 2]
+             for i in range(3, min(len(t) for t in truth))]
+    onset = 15 - 3
+    healthy = sorted(steps[:onset])[len(steps[:onset]) // 2]
+    measured = sum(s - healthy for s in steps[onset:])
+    assert abs(first["time_lost_s"] - measured) <= 0.3 * measured, (first["time_lost_s"], measured)
+
+
 def test_recorded_loss_hot_spot_is_found(tmp_path):
     """Real capture: two peers, one behind 3 % random loss; analyze names the lossy peer."""
     clean, lossy = NetPair(), NetPair()

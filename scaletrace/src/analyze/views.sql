@@ -954,10 +954,24 @@ GROUP BY source, collective, step;
 CREATE OR REPLACE VIEW st_slow_step_queueing AS
 SELECT source, collective, step, node, node_samples, samples FROM st_step_queueing WHERE slow;
 
+-- Each rank's own time in each iteration against the median of the other ranks' in the same
+-- iteration.
+CREATE OR REPLACE VIEW st_rank_iteration_own AS
+WITH r AS (SELECT host, rank, step AS iteration, step_us - comm_us AS own_us FROM st_rank_step)
+SELECT r.*, r.own_us - (SELECT median(r2.own_us) FROM r r2 WHERE r2.iteration = r.iteration AND r2.rank <> r.rank) AS extra_own_us
+FROM r;
+
+-- Whether a rank's extra own work in a training step explains its arriving late by lateness_us:
+-- at least `min_excess_us` and half the lateness more than the other ranks did. On a busy host
+-- the ranks take turns arriving last by a few ms with no more work of their own.
+CREATE OR REPLACE MACRO st_own_work_explains(extra_own_us, lateness_us) AS
+    extra_own_us >= greatest((SELECT min_excess_us FROM st_params), 0.5 * lateness_us);
+
 -- What each slow step cost and whom it is blamed on, as an interval of job time within its
 -- training iteration (ProfilerStep, when the trace has it):
 -- - a rank that arrived late by at least `min_excess_us` made every other rank wait from the
---   first arrival to its own ([first_start, last_start]): a straggler;
+--   first arrival to its own ([first_start, its start]): a straggler (the last arrival whose
+--   own work explains its lateness, see below);
 -- - the transfer after the last arrival that took longer than its healthy duration
 --   ([last_start + healthy transfer, last_end]) is blamed on the node at the end of most
 --   retransmits during the step (network: loss); without retransmits, on the node at the end of
@@ -965,13 +979,32 @@ SELECT source, collective, step, node, node_samples, samples FROM st_step_queuei
 -- Intervals, not sums: collectives may run concurrently (gloo and NCCL use several streams or
 -- threads), and the same wait must not count twice.
 CREATE OR REPLACE VIEW st_slow_step_cause AS
-WITH x AS (SELECT * FROM st_collective_excess WHERE slow OR late)
+WITH x AS (SELECT * FROM st_collective_excess WHERE slow OR late),
+-- A late step's straggler: the last rank to arrive whose own work in that training step
+-- explains its lateness, else the last rank to arrive. The last arrival alone is not always
+-- the rank that held the step up: with a rank planted 60 ms slow, rank 0's previous
+-- all-reduce ended 63 ms late on rank 0 alone, so rank 0 reached the next one 6.5 ms after
+-- the slow rank, with no extra work of its own; blaming it dropped the slow rank's last step.
+arrival AS (
+    SELECT x.source, x.collective, x.step, r.host, r.rank, r.start_us - x.first_start_us AS lateness_us,
+           coalesce(st_own_work_explains(o.extra_own_us, r.start_us - x.first_start_us), false)
+             AND r.start_us - x.first_start_us >= greatest(p.min_excess_us, p.min_spread_us) AS explained,
+           r.start_us
+    FROM x JOIN st_collective_rank_step r USING (source, collective, step)
+    LEFT JOIN st_rank_iteration_own o ON o.host = r.host AND o.rank = r.rank AND o.iteration = x.iteration
+    CROSS JOIN st_params p
+    WHERE x.late),
+straggler AS (
+    SELECT source, collective, step,
+           arg_max(host, (explained, start_us, rank)) AS host, arg_max(rank, (explained, start_us, rank)) AS rank,
+           arg_max(lateness_us, (explained, start_us, rank)) AS lateness_us
+    FROM arrival GROUP BY ALL)
 SELECT x.source, x.collective, x.step, x.iteration, 'straggler' AS cause,
-       'rank ' || x.last_rank || ' (' || x.last_host || ')' AS culprit, x.last_host AS host, x.last_rank AS rank,
-       x.first_start_us AS s, x.first_start_us + x.arrival_spread_us AS e, coalesce(t.retransmits, 0) AS retransmits,
-       NULL::BIGINT AS queued_samples, x.arrival_spread_us AS lateness_us, x.base_us
-FROM x LEFT JOIN st_slow_step_retransmits t USING (source, collective, step)
-WHERE x.late
+       'rank ' || g.rank || ' (' || g.host || ')' AS culprit, g.host, g.rank,
+       x.first_start_us AS s, x.first_start_us + g.lateness_us AS e, coalesce(t.retransmits, 0) AS retransmits,
+       NULL::BIGINT AS queued_samples, g.lateness_us, x.base_us
+FROM x JOIN straggler g USING (source, collective, step)
+LEFT JOIN st_slow_step_retransmits t USING (source, collective, step)
 UNION ALL
 SELECT x.source, x.collective, x.step, x.iteration, w.cause,
        CASE w.cause WHEN 'network' THEN t.node WHEN 'queueing' THEN q.node ELSE 'unexplained' END,
@@ -1141,13 +1174,6 @@ SELECT q.*, coalesce(n.queued_samples, 0) AS queued_samples, t.steps, q.queued_s
 FROM q CROSS JOIN t
 LEFT JOIN st_culprit_queued_samples n ON n.kind = 'persistent' AND n.culprit = q.culprit;
 
--- Each rank's own time in each iteration against the median of the other ranks' in the same
--- iteration.
-CREATE OR REPLACE VIEW st_rank_iteration_own AS
-WITH r AS (SELECT host, rank, step AS iteration, step_us - comm_us AS own_us FROM st_rank_step)
-SELECT r.*, r.own_us - (SELECT median(r2.own_us) FROM r r2 WHERE r2.iteration = r.iteration AND r2.rank <> r.rank) AS extra_own_us
-FROM r;
-
 -- Each culprit's evidence per training iteration: the union of its intervals (job time in
 -- which every rank waited because of it). A rank's lateness counts in an iteration only when
 -- it did more of its own work in it (at least `min_excess_us` and half its lateness more than
@@ -1158,8 +1184,7 @@ WITH c AS (
     SELECT c.* FROM st_slow_step_blame c CROSS JOIN st_params p
     LEFT JOIN st_rank_iteration_own o
       ON c.cause = 'straggler' AND o.host = c.host AND o.rank = c.rank AND o.iteration = c.iteration
-    WHERE c.cause <> 'straggler' OR o.extra_own_us IS NULL
-       OR o.extra_own_us >= greatest(p.min_excess_us, 0.5 * c.lateness_us)),
+    WHERE c.cause <> 'straggler' OR o.extra_own_us IS NULL OR st_own_work_explains(o.extra_own_us, c.lateness_us)),
 m AS (
     SELECT *, max(e) OVER (PARTITION BY cause, culprit, iteration ORDER BY s, e
                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
