@@ -109,7 +109,7 @@ table! {
     pub struct RttRow in "rtt" {
         description: "Per-flow latency samples from the sock_ops RTT callback, at most one per flow \
         per `--rtt-sample-interval` (every update still feeds the `flows` aggregates).",
-        host: String => str_col("Node hostname."),
+        host: std::sync::Arc<str> => str_col("Node hostname."),
         ts: i64 => ts_col("Time of the RTT update."),
         flow_id: u64 => u64_col("", "Joins to `flows.flow_id`."),
         srtt_us: u32 => u32_col("µs", "Smoothed RTT (RFC 6298 SRTT) after this update."),
@@ -183,7 +183,7 @@ table! {
         description: "One row per `tcp:tcp_retransmit_skb` (tracked flows) or \
         `tcp:tcp_retransmit_synack` (port/CIDR filters only) hit, under the \
         `--max-retransmit-rate` token bucket; events over the rate are counted in `capture`.",
-        host: String => str_col("Node hostname."),
+        host: std::sync::Arc<str> => str_col("Node hostname."),
         ts: i64 => ts_col("Time of the retransmit."),
         flow_id: Option<u64> => opt_u64_col("", "Joins to `flows.flow_id`; null for SYN-ACKs and flows not tracked."),
         kind: &'static str => str_col("`retransmit` or `synack`."),
