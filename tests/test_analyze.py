@@ -133,9 +133,13 @@ def test_congested_peer_ranks_first(tmp_path):
     # every tail outlier is a flow to the congested peer
     assert all(f"-> {scenarios.ip(scenarios.CONGESTED)}:" in f["subject"]
                for f in found if f["scope"] == "tail_outlier")
-    # GPUs idle on collectives: first the ranks whose host saw the congested flows
-    idle = first(found, "gpu_idle", "rank")
-    assert idle["host"] in ("node1", "node3") and "10.0.0.3" in idle["summary"]
+    # GPUs idle on collectives: first the hosts that saw the congested flows, one finding per
+    # host naming its ranks (a line per rank repeated the host's windows and peers)
+    idle = first(found, "gpu_idle", "node")
+    assert idle["host"] in ("node1", "node3") and "10.0.0.3" in idle["summary"], idle
+    hosts = [f["host"] for f in found if f["category"] == "gpu_idle"]
+    assert len(hosts) == len(set(hosts)), hosts
+    assert f"of its {scenarios.GPUS} GPU ranks" in idle["summary"], idle
     assert not [f for f in found if f["category"] in ("retransmits", "loss_burst", "straggler", "locality")]
 
 

@@ -772,6 +772,27 @@ SELECT i.host, i.rank, count(*) AS idle_windows,
        avg(comm_frac) AS collective_fraction
 FROM st_gpu_idle_window i GROUP BY i.host, i.rank;
 
+-- The same per host: one finding per node, not per GPU. A slow link makes every rank of the
+-- job wait in the same windows, and a line per rank named the same windows and peers eight
+-- times per node (128 lines for one congested peer in a 16-node fleet, bench/fleet.py); the
+-- network symptoms are the host's anyway. Windows count once per host however many of its
+-- ranks idled in them.
+CREATE OR REPLACE VIEW st_gpu_idle_host AS
+WITH r AS (SELECT * FROM st_gpu_idle, st_params p WHERE idle_windows >= p.min_idle_windows),
+w AS (
+    SELECT DISTINCT i.host, i.w, i.network_symptom, i.retransmits, i.max_rtt_inflation, i.affected_peers
+    FROM st_gpu_idle_window i JOIN r USING (host, rank))
+SELECT r.host, count(*) AS idle_ranks, list(r.rank ORDER BY r.rank) AS ranks,
+       (SELECT count(DISTINCT g.rank) FROM st_rank_window g WHERE g.host = r.host AND g.device = 'gpu') AS gpu_ranks,
+       (SELECT count(DISTINCT g.w) FROM st_rank_window g WHERE g.host = r.host AND g.device = 'gpu') AS windows,
+       (SELECT count(*) FROM w WHERE w.host = r.host) AS idle_windows,
+       (SELECT count(*) FROM w WHERE w.host = r.host AND w.network_symptom) AS explained_windows,
+       (SELECT coalesce(sum(w.retransmits), 0) FROM w WHERE w.host = r.host) AS retransmits,
+       (SELECT max(w.max_rtt_inflation) FROM w WHERE w.host = r.host) AS max_rtt_inflation,
+       (SELECT nullif(array_to_string(list_sort(list_distinct(flatten(list(string_split(w.affected_peers, ', '))))), ', '), '')
+          FROM w WHERE w.host = r.host) AS affected_peers
+FROM r GROUP BY r.host;
+
 ------------------------------------------------------------------------------------------
 -- 7. What slowed the job, where, and how much it cost
 ------------------------------------------------------------------------------------------
@@ -1686,13 +1707,14 @@ f AS (
                        ELSE printf('%.2fx', transfer_vs_well_placed) END)
     FROM st_locality WHERE mismatched
     UNION ALL
-    SELECT 'gpu_idle', 'rank', 'rank ' || rank || ' (' || host || ')', host, rank,
+    SELECT 'gpu_idle', 'node', host, host, CASE WHEN idle_ranks = 1 THEN ranks[1] END,
            idle_windows / windows + explained_windows / windows,
-           printf('rank %d (%s): compute idle while collectives ran in %d of %d windows; %d of them with network symptoms on the host (%d retransmits, RTT up to x%.1f, peers %s)',
-                  rank, host, idle_windows, windows, explained_windows, coalesce(retransmits, 0),
+           printf('%s: compute idle while collectives ran on %d of its %d GPU ranks (%s%s%s) in %d of %d windows; %d of them with network symptoms on the host (%d retransmits, RTT up to x%.1f, peers %s)',
+                  host, idle_ranks, gpu_ranks, CASE WHEN idle_ranks = 1 THEN 'rank ' ELSE 'ranks ' END,
+                  array_to_string(list_slice(ranks, 1, 8), ', '), CASE WHEN idle_ranks > 8 THEN ', ...' ELSE '' END,
+                  idle_windows, windows, explained_windows, retransmits,
                   coalesce(max_rtt_inflation, 1), coalesce(affected_peers, 'none'))
-    FROM st_gpu_idle, st_params p
-    WHERE idle_windows >= p.min_idle_windows),
+    FROM st_gpu_idle_host),
 -- The verdict: culprits of slow collective steps, by the job time they cost.
 s AS (
     SELECT 'slowdown' AS category,
