@@ -467,6 +467,74 @@ def _rtt_windows(fleet):
                                FROM st_flow_window ORDER BY ALL""").fetchall()
 
 
+def _bucket_quantile(buckets, q, lo, hi):
+    """A quantile of an RTT histogram as docs/schema.md says the recorder reads it."""
+    def lower(i):
+        return i if i < 4 else (4 + i % 4) << (i // 4 - 1)
+    total = sum(buckets)
+    rank = max(1, -(-q * total // 1))
+    seen = 0
+    for i, n in enumerate(buckets):
+        seen += n
+        if seen >= rank:
+            if i == len(buckets) - 1:
+                return float(hi)
+            middle = float(i) if i < 4 else (lower(i) + lower(i + 1)) / 2
+            return min(max(middle, lo), hi)
+    return float(hi)
+
+
+def test_kernel_windows_shorter_than_the_analysis_window_add_up(tmp_path):
+    """`record --flow-window 1s` windows serve `analyze --window 2s` (or 10s, 1min): the
+    per-window views read their added-up histograms instead of falling back to the raw samples
+    (which hold every sample in memory: out of 8 GB at 64 nodes' 10 minutes). On a real DDP
+    recording's kernel windows (tests/data/slow-rank-last-step): counts and bytes add up
+    exactly; the percentiles are the summed buckets read as the recorder reads one window's,
+    and where a 2 s window holds one kernel window they equal the recorder's own (computed in
+    Rust when it wrote the window). A length that does not divide the window is not used."""
+    fleet = os.path.join(os.path.dirname(__file__), "data", "slow-rank-last-step", "fleet")
+    kernel = duckdb.sql(f"""SELECT host, flow_id, epoch_ns(ts) // 1000 AS ts_us, rtt_updates, srtt_min_us, srtt_max_us,
+                                   srtt_p50_us, srtt_p99_us, rtt_buckets, bytes_sent + bytes_received AS bytes
+                            FROM read_parquet('{fleet}/*/flow_windows/*.parquet')""").fetchall()
+    assert len(kernel) > 50
+    for window_s in (2, 4):
+        script = subprocess.run([BIN, "sql", fleet, "--window", f"{window_s}s"], capture_output=True, text=True,
+                                check=True).stdout
+        con = duckdb.connect()
+        con.execute(script)
+        spans = {(h, f): (a, b) for h, f, a, b in con.execute(
+            "SELECT host, flow_id, first_w, last_w FROM st_windowed_flow").fetchall()}
+        assert len(spans) == len({(r[0], r[1]) for r in kernel}), spans
+        got = {(h, f, w): rest for h, f, w, *rest in con.execute(
+            "SELECT host, flow_id, w, samples, srtt_p50_us, srtt_p99_us, srtt_max_us, bytes FROM st_rtt_window").fetchall()}
+        groups = {}
+        for r in kernel:
+            groups.setdefault((r[0], r[1], r[2] // (window_s * 1_000_000)), []).append(r)
+        single = merged = 0
+        for key, rows in groups.items():
+            samples, p50, p99, mx, nbytes = got[key]
+            assert samples == sum(r[3] for r in rows), (key, samples)
+            assert nbytes == sum(r[9] for r in rows), (key, nbytes)
+            if samples == 0:
+                continue
+            assert mx == max(r[5] for r in rows if r[5] is not None), key
+            buckets = [sum(b) for b in zip(*(r[8] for r in rows))]
+            lo = min(r[4] for r in rows if r[4] is not None)
+            assert p50 == _bucket_quantile(buckets, 0.5, lo, mx), (key, p50)
+            assert p99 == _bucket_quantile(buckets, 0.99, lo, mx), (key, p99)
+            measured = [r for r in rows if r[3] > 0]
+            merged += len(measured) > 1
+            if len(measured) == 1:
+                single += 1
+                assert (p50, p99) == (measured[0][6], measured[0][7]), (key, p50, p99, measured[0])
+        assert single > 0 and merged > 0, (single, merged)
+    script = subprocess.run([BIN, "sql", fleet, "--window", "1500ms"], capture_output=True, text=True,
+                            check=True).stdout
+    con = duckdb.connect()
+    con.execute(script)
+    assert con.execute("SELECT count(*) FROM st_windowed_flow").fetchone()[0] == 0
+
+
 def test_flow_windows_stand_for_the_samples_of_their_flows(tmp_path):
     """A recorder's `flow_windows` (the kernel's per-second RTT percentiles, every RTT update
     counted) replace the raw samples of their flows in the per-window views: the raw path held

@@ -31,8 +31,9 @@ pub struct AnalyzeArgs {
     pub paths: Vec<String>,
 
     /// Window length for time-based diagnoses (bursts, co-degradation, GPU idle). Flows
-    /// recorded with a `--flow-window` of this length (1s is both defaults) are read from their
-    /// kernel windows, the others from their raw RTT samples (slower, more memory)
+    /// recorded with a `--flow-window` of this length or one that divides it (1s is both
+    /// defaults; 1s windows serve 10s or 1min) are read from their kernel windows, the others
+    /// from their raw RTT samples (slower, more memory)
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub window: Duration,
 

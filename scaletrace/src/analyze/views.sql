@@ -24,22 +24,44 @@ FROM flows f
 LEFT JOIN (SELECT host, addr, any_value(name) AS name FROM interfaces GROUP BY ALL) i
        ON i.host = f.host AND i.addr = f.local_addr;
 
--- The span of each flow's kernel windows (`flow_windows`) of the analysis window's length:
--- its first and last window, and its smallest smoothed RTT in them.
+-- The span of each flow's kernel windows (`flow_windows`) that tile the analysis window (a
+-- whole number of them in each: `record --flow-window 1s` serves `analyze --window 1s`, `10s`
+-- or `1min`; windows start on whole multiples of their length, so none straddles two): its
+-- first and last window, and its smallest smoothed RTT in them. A flow with windows of several
+-- such lengths (recorders with different settings) is read from its longest.
 CREATE OR REPLACE VIEW st_windowed_flow AS
-SELECT fw.host, fw.flow_id, min(st_us(fw.ts) // p.window_us) AS first_w, max(st_us(fw.ts) // p.window_us) AS last_w,
-       min(nullif(fw.srtt_min_us, 0)) AS srtt_min_us
-FROM flow_windows fw, st_params p
-WHERE fw.window_ns = p.window_us * 1000
-GROUP BY fw.host, fw.flow_id;
+WITH fit AS (
+    SELECT fw.host, fw.flow_id, fw.ts, fw.window_ns, fw.srtt_min_us
+    FROM flow_windows fw, st_params p
+    WHERE fw.window_ns > 0 AND (p.window_us * 1000) % fw.window_ns = 0),
+chosen AS (SELECT host, flow_id, max(window_ns) AS window_ns FROM fit GROUP BY ALL)
+SELECT f.host, f.flow_id, any_value(f.window_ns) AS window_ns,
+       min(st_us(f.ts) // p.window_us) AS first_w, max(st_us(f.ts) // p.window_us) AS last_w,
+       min(nullif(f.srtt_min_us, 0)) AS srtt_min_us
+FROM fit f JOIN chosen c USING (host, flow_id, window_ns), st_params p
+GROUP BY f.host, f.flow_id;
+
+-- A bucket of `flow_windows.rtt_buckets` (0-based) as the recorder reads it (rtt_histogram.rs):
+-- bucket i holds lower(i) to below lower(i + 1) µs and stands for its middle (itself below 4
+-- µs); a quantile is the value of the bucket that holds its rank, kept within the window's
+-- exact minimum and maximum, and the open last bucket (3.67 s and more) reads as the maximum.
+CREATE OR REPLACE MACRO st_bucket_lower_us(i) AS
+    CASE WHEN i < 4 THEN i ELSE (4 + i % 4) * (1::BIGINT << (i // 4 - 1)) END;
+CREATE OR REPLACE MACRO st_bucket_quantile_us(i, lo, hi) AS
+    CASE WHEN i IS NULL THEN NULL
+         WHEN i >= 83 THEN hi::DOUBLE
+         ELSE least(greatest(CASE WHEN i < 4 THEN i::DOUBLE
+                                  ELSE (st_bucket_lower_us(i) + st_bucket_lower_us(i + 1)) / 2.0 END,
+                             lo), hi) END;
 
 -- RTT per flow and window: latency percentiles, how many RTT measurements, bytes moved.
 -- From the kernel's windows over the span where a flow has them of the analysis window's
--- length (`record --flow-window` and `analyze --window` are both 1 s by default): every RTT
--- update counted, percentiles from its histogram (within 12.5 %), exact bytes, and the flow's
--- minimum RTT from `flows` (else its smallest smoothed RTT). From the raw samples elsewhere (a
--- recording older than the windows, `--flow-window 0s` or another length, the part of a flow
--- recorded before or after its windows): that path holds every sample of a window in memory
+-- length or one that divides it (`record --flow-window` and `analyze --window` are both 1 s by
+-- default): every RTT update counted, percentiles from its histogram (within 12.5 %; shorter
+-- windows' histograms added up), exact bytes, and the flow's minimum RTT from `flows` (else its
+-- smallest smoothed RTT). From the raw samples elsewhere (a recording older than the windows,
+-- `--flow-window 0s` or a length that does not divide `--window`, the part of a flow recorded
+-- before or after its windows): that path holds every sample of a window in memory
 -- for its percentiles, and 246 M samples (64 nodes' 10 minutes at 64 flows each,
 -- bench/fleet.py) ran out of 8 GB there.
 CREATE OR REPLACE VIEW st_rtt_window AS
@@ -59,14 +81,42 @@ g AS (
            max(srtt_us) AS srtt_max_us, min(nullif(min_rtt_us, 0)) AS min_rtt_us,
            max(bytes) AS bytes_max, min(bytes) AS bytes_min
     FROM r GROUP BY ALL),
-kernel AS (
+kw AS (
+    SELECT fw.*, st_us(fw.ts) // p.window_us AS w, fw.window_ns = p.window_us * 1000 AS whole
+    FROM flow_windows fw
+    JOIN st_windowed_flow k ON k.host = fw.host AND k.flow_id = fw.flow_id AND k.window_ns = fw.window_ns,
+    st_params p),
+single AS (
     -- a window written twice (an agent restarted within it) is one, with both parts' counts
-    SELECT fw.host, fw.flow_id, st_us(fw.ts) // p.window_us AS w, sum(fw.rtt_updates)::BIGINT AS samples,
-           arg_max(fw.srtt_p50_us, fw.rtt_updates) AS srtt_p50_us, arg_max(fw.srtt_p99_us, fw.rtt_updates) AS srtt_p99_us,
-           max(fw.srtt_max_us) AS srtt_max_us, sum(fw.bytes_sent + fw.bytes_received)::UBIGINT AS bytes
-    FROM flow_windows fw, st_params p
-    WHERE fw.window_ns = p.window_us * 1000
-    GROUP BY ALL)
+    SELECT host, flow_id, w, sum(rtt_updates)::BIGINT AS samples,
+           arg_max(srtt_p50_us, rtt_updates) AS srtt_p50_us, arg_max(srtt_p99_us, rtt_updates) AS srtt_p99_us,
+           max(srtt_max_us) AS srtt_max_us, sum(bytes_sent + bytes_received)::UBIGINT AS bytes
+    FROM kw WHERE whole GROUP BY ALL),
+-- kernel windows shorter than the analysis window: their histograms added up bucket by bucket,
+-- the percentiles read from the sum as the recorder reads one window's
+parts AS (
+    SELECT host, flow_id, w, sum(rtt_updates)::BIGINT AS samples, min(srtt_min_us) AS lo,
+           max(srtt_max_us) AS srtt_max_us, sum(bytes_sent + bytes_received)::UBIGINT AS bytes
+    FROM kw WHERE NOT whole GROUP BY ALL),
+bucket AS (
+    SELECT host, flow_id, w, i, sum(n) AS n
+    FROM (SELECT host, flow_id, w, unnest(rtt_buckets) AS n, unnest(range(0, len(rtt_buckets))) AS i
+          FROM kw WHERE NOT whole AND rtt_updates > 0)
+    WHERE n > 0 GROUP BY ALL),
+cum AS (
+    SELECT *, sum(n) OVER (PARTITION BY host, flow_id, w ORDER BY i) AS below,
+           sum(n) OVER (PARTITION BY host, flow_id, w) AS total
+    FROM bucket),
+pct AS (
+    SELECT host, flow_id, w, min(i) FILTER (WHERE below >= greatest(1, ceil(0.5 * total))) AS i50,
+           min(i) FILTER (WHERE below >= greatest(1, ceil(0.99 * total))) AS i99
+    FROM cum GROUP BY ALL),
+kernel AS (
+    SELECT * FROM single
+    UNION ALL BY NAME
+    SELECT k.host, k.flow_id, k.w, k.samples, st_bucket_quantile_us(c.i50, k.lo, k.srtt_max_us) AS srtt_p50_us,
+           st_bucket_quantile_us(c.i99, k.lo, k.srtt_max_us) AS srtt_p99_us, k.srtt_max_us, k.bytes
+    FROM parts k LEFT JOIN pct c USING (host, flow_id, w))
 SELECT host, flow_id, w, samples, srtt_p50_us, srtt_p99_us, srtt_max_us, min_rtt_us,
        -- bytes since the previous window that had a sample (or since the first sample)
        bytes_max - coalesce(lag(bytes_max) OVER (PARTITION BY host, flow_id, after_windows ORDER BY w), bytes_min) AS bytes
