@@ -438,23 +438,37 @@ def _add_flow_windows(fleet, updates_per_sample, where="true"):
     `where` selects (a condition on `second`)."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
+    # the buckets' lower bounds as docs/schema.md gives them, exact integers from Python
+    lower = [i if i < 4 else (4 + i % 4) << (i // 4 - 1) for i in range(84)]
+    con.execute("CREATE TABLE edges AS SELECT unnest(range(84)) AS i, unnest(?::BIGINT[]) AS lo", [lower])
     for node in sorted(os.listdir(fleet)):
         windows = os.path.join(fleet, node, "flow_windows")
         os.makedirs(windows)
         con.execute(f"""COPY (
-            WITH w AS (
-                SELECT host, flow_id, time_bucket(INTERVAL 1 second, ts) AS ts, count(*) AS n,
+            WITH s AS (
+                SELECT host, flow_id, time_bucket(INTERVAL 1 second, ts) AS ts, srtt_us, bytes_acked,
+                       (SELECT max(e.i) FROM edges e WHERE e.lo <= srtt_us) AS bucket
+                FROM read_parquet('{fleet}/{node}/rtt/*.parquet')),
+            h AS (
+                SELECT host, flow_id, ts, bucket, count(*) * {updates_per_sample} AS n FROM s GROUP BY ALL),
+            hist AS (
+                SELECT host, flow_id, ts, list_transform(range(84), lambda i: coalesce(list_sum(
+                           list_transform(list_filter(list({{'i': bucket, 'n': n}}), lambda b: b.i = i), lambda b: b.n)), 0)::UINTEGER)
+                         AS rtt_buckets
+                FROM h GROUP BY ALL),
+            w AS (
+                SELECT host, flow_id, ts, count(*) AS n,
                        median(srtt_us) AS p50, quantile_cont(srtt_us, 0.99) AS p99, max(srtt_us) AS mx,
                        min(srtt_us) AS mn, max(bytes_acked) AS acked, min(bytes_acked) AS first_acked
-                FROM read_parquet('{fleet}/{node}/rtt/*.parquet') GROUP BY ALL),
+                FROM s GROUP BY ALL),
             k AS (
                 SELECT host, ts, flow_id, 1000000000::UBIGINT AS window_ns,
                        (n * {updates_per_sample})::UINTEGER AS rtt_updates, mn::UINTEGER AS srtt_min_us,
                        p50 AS srtt_mean_us, mx::UINTEGER AS srtt_max_us, p50 AS srtt_p50_us, p99 AS srtt_p90_us,
-                       p99 AS srtt_p99_us,
+                       p99 AS srtt_p99_us, hist.rtt_buckets,
                        (acked - coalesce(lag(acked) OVER (PARTITION BY flow_id ORDER BY ts), first_acked))::UBIGINT AS bytes_sent,
                        0::UBIGINT AS bytes_received, epoch(ts)::BIGINT - 1767225600 AS second
-                FROM w)
+                FROM w JOIN hist USING (host, flow_id, ts))
             SELECT * EXCLUDE (second) FROM k WHERE {where}) TO '{windows}/{node}.parquet' (FORMAT parquet)""")
 
 
@@ -505,8 +519,10 @@ def test_kernel_windows_shorter_than_the_analysis_window_add_up(tmp_path):
         spans = {(h, f): (a, b) for h, f, a, b in con.execute(
             "SELECT host, flow_id, first_w, last_w FROM st_windowed_flow").fetchall()}
         assert len(spans) == len({(r[0], r[1]) for r in kernel}), spans
-        got = {(h, f, w): rest for h, f, w, *rest in con.execute(
-            "SELECT host, flow_id, w, samples, srtt_p50_us, srtt_p99_us, srtt_max_us, bytes FROM st_rtt_window").fetchall()}
+        rows = con.execute(
+            "SELECT host, flow_id, w, samples, srtt_p50_us, srtt_p99_us, srtt_max_us, bytes FROM st_rtt_window").fetchall()
+        got = {(h, f, w): rest for h, f, w, *rest in rows}
+        assert len(got) == len(rows), "one row per flow and window"
         groups = {}
         for r in kernel:
             groups.setdefault((r[0], r[1], r[2] // (window_s * 1_000_000)), []).append(r)
@@ -580,6 +596,10 @@ def test_flow_windows_stand_for_the_samples_of_their_flows(tmp_path):
     found = json.loads(out.read_text())
     assert first(found, "contention", "peer")["subject"] == scenarios.ip(scenarios.CONGESTED), proc.stderr
     assert "not analyzed: contention" not in proc.stderr
+    # and at twice the windows' length, from their histograms added up
+    proc = analyze(windows_only, "--no-report", "--json", str(out), "--window", "2s")
+    found = json.loads(out.read_text())
+    assert first(found, "contention", "peer")["subject"] == scenarios.ip(scenarios.CONGESTED), proc.stderr
 
 
 def test_memory_limit_spills_or_says_what_to_do(tmp_path):
@@ -629,7 +649,7 @@ def test_a_straggler_is_the_late_rank_its_own_work_explains_not_the_last_to_arri
     out = tmp_path / "findings.json"
     analyze(os.path.join(data, "fleet"), "--json", str(out), "--no-report")
     verdict = [f for f in json.loads(out.read_text()) if f["category"] == "slowdown"]
-    assert verdict and verdict[0]["rank"] == 1, [(f["subject"], f["summary"]) for f in verdict]
+    assert [f["rank"] for f in verdict] == [1], [(f["subject"], f["summary"]) for f in verdict]
     first = verdict[0]
     assert first["first_step"] == 15, first["seen_when"]
     assert "held up 25 of the 25 steps from there to step 39" in first["seen_when"], first["seen_when"]

@@ -61,7 +61,8 @@ CREATE OR REPLACE MACRO st_bucket_quantile_us(i, lo, hi) AS
 -- windows' histograms added up), exact bytes, and the flow's minimum RTT from `flows` (else its
 -- smallest smoothed RTT). From the raw samples elsewhere (a recording older than the windows,
 -- `--flow-window 0s` or a length that does not divide `--window`, the part of a flow recorded
--- before or after its windows): that path holds every sample of a window in memory
+-- before or after its windows; an analysis window its shorter windows cover only in part is
+-- read from those alone): that path holds every sample of a window in memory
 -- for its percentiles, and 246 M samples (64 nodes' 10 minutes at 64 flows each,
 -- bench/fleet.py) ran out of 8 GB there.
 CREATE OR REPLACE VIEW st_rtt_window AS
@@ -103,19 +104,21 @@ bucket AS (
     FROM (SELECT host, flow_id, w, unnest(rtt_buckets) AS n, unnest(range(0, len(rtt_buckets))) AS i
           FROM kw WHERE NOT whole AND rtt_updates > 0)
     WHERE n > 0 GROUP BY ALL),
-cum AS (
-    SELECT *, sum(n) OVER (PARTITION BY host, flow_id, w ORDER BY i) AS below,
-           sum(n) OVER (PARTITION BY host, flow_id, w) AS total
-    FROM bucket),
+-- the rank of a percentile counts the updates (as the recorder does): buckets that hold fewer
+-- (a torn read of a window being written) leave it to the maximum, as the open last bucket
 pct AS (
-    SELECT host, flow_id, w, min(i) FILTER (WHERE below >= greatest(1, ceil(0.5 * total))) AS i50,
-           min(i) FILTER (WHERE below >= greatest(1, ceil(0.99 * total))) AS i99
-    FROM cum GROUP BY ALL),
+    SELECT c.host, c.flow_id, c.w, min(c.i) FILTER (WHERE c.below >= greatest(1, ceil(0.5 * k.samples))) AS i50,
+           min(c.i) FILTER (WHERE c.below >= greatest(1, ceil(0.99 * k.samples))) AS i99
+    FROM (SELECT *, sum(n) OVER (PARTITION BY host, flow_id, w ORDER BY i) AS below FROM bucket) c
+    JOIN parts k USING (host, flow_id, w)
+    GROUP BY ALL),
 kernel AS (
     SELECT * FROM single
     UNION ALL BY NAME
-    SELECT k.host, k.flow_id, k.w, k.samples, st_bucket_quantile_us(c.i50, k.lo, k.srtt_max_us) AS srtt_p50_us,
-           st_bucket_quantile_us(c.i99, k.lo, k.srtt_max_us) AS srtt_p99_us, k.srtt_max_us, k.bytes
+    SELECT k.host, k.flow_id, k.w, k.samples,
+           st_bucket_quantile_us(CASE WHEN k.samples > 0 THEN coalesce(c.i50, 83) END, k.lo, k.srtt_max_us) AS srtt_p50_us,
+           st_bucket_quantile_us(CASE WHEN k.samples > 0 THEN coalesce(c.i99, 83) END, k.lo, k.srtt_max_us) AS srtt_p99_us,
+           k.srtt_max_us, k.bytes
     FROM parts k LEFT JOIN pct c USING (host, flow_id, w))
 SELECT host, flow_id, w, samples, srtt_p50_us, srtt_p99_us, srtt_max_us, min_rtt_us,
        -- bytes since the previous window that had a sample (or since the first sample)
@@ -1058,7 +1061,9 @@ WITH x AS (SELECT * FROM st_collective_excess WHERE slow OR late),
 -- the slow rank, with no extra work of its own; blaming it dropped the slow rank's last step.
 arrival AS (
     SELECT x.source, x.collective, x.step, r.host, r.rank, r.start_us - x.first_start_us AS lateness_us,
-           coalesce(st_own_work_explains(o.extra_own_us, r.start_us - x.first_start_us), false)
+           -- a rank whose own work is unknown (no ProfilerStep) counts as explained, as in
+           -- st_culprit_iteration: without any, the last to arrive is the straggler
+           coalesce(st_own_work_explains(o.extra_own_us, r.start_us - x.first_start_us), o.extra_own_us IS NULL)
              AND r.start_us - x.first_start_us >= greatest(p.min_excess_us, p.min_spread_us) AS explained,
            r.start_us
     FROM x JOIN st_collective_rank_step r USING (source, collective, step)
@@ -1784,7 +1789,7 @@ s AS (
                                          queued_samples,
                                          CASE WHEN culprit LIKE 'link %' THEN 'that link' ELSE 'the links of ' || culprit END,
                                          delivery)
-             WHEN 'straggler' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d %s steps where this rank arrived last, %.0f ms late (median): the other ranks waited for it%s',
+             WHEN 'straggler' THEN printf('%s: the job lost %.1f s (%.0f%% of %.0f s traced)%s in %d %s steps it held up, arriving %.0f ms after the first rank (median): the other ranks waited for it%s',
                                           culprit, time_lost_s, 100 * lost_fraction, traced_s, priced, slow_steps, collectives, median_lateness_ms,
                                           CASE WHEN extra_own_ms IS NULL THEN ''
                                                ELSE printf('; it spends %.0f ms more per training step outside collectives than the other ranks (median)', extra_own_ms) END)
