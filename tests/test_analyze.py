@@ -614,6 +614,20 @@ def test_memory_limit_spills_or_says_what_to_do(tmp_path):
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+def _measured_loss(data, onset, skip=3):
+    """Time a recorded run lost from step `onset` on, from the ranks' own step times (`truth/`):
+    the sum over the faulted steps of each step's median over ranks above the healthy steps'
+    median (the first `skip` steps left out, as the scorecard does)."""
+    truth = []
+    for name in sorted(os.listdir(os.path.join(data, "truth"))):
+        with open(os.path.join(data, "truth", name)) as f:
+            truth.append(json.load(f)["steps"])
+    steps = [sorted((t[i]["end_ns"] - t[i]["start_ns"]) / 1e9 for t in truth)[len(truth) // 2]
+             for i in range(skip, min(len(t) for t in truth))]
+    healthy = sorted(steps[:onset - skip])[len(steps[:onset - skip]) // 2]
+    return sum(s - healthy for s in steps[onset - skip:])
+
+
 def test_a_rate_limit_whose_queue_overflows_is_one_culprit(tmp_path):
     """A real recording (tests/data/rate-limit-overflow: DDP, 5 nodes, node2 limited to 100 Mbit/s
     from step 39; its queue overflowed in some steps). The steps with drops were blamed on
@@ -625,16 +639,7 @@ def test_a_rate_limit_whose_queue_overflows_is_one_culprit(tmp_path):
     verdict = [f for f in json.loads(out.read_text()) if f["category"] == "slowdown"]
     assert [f["subject"] for f in verdict] == ["node2"], [(f["subject"], f["summary"]) for f in verdict]
     assert "with retransmits on its links in" in verdict[0]["summary"], verdict[0]["summary"]
-    # measured from the ranks' own step times: the faulted steps' excess over the healthy median
-    truth = []
-    for name in sorted(os.listdir(os.path.join(data, "truth"))):
-        with open(os.path.join(data, "truth", name)) as f:
-            truth.append(json.load(f)["steps"])
-    steps = [sorted((t[i]["end_ns"] - t[i]["start_ns"]) / 1e9 for t in truth)[len(truth) // 2]
-             for i in range(3, min(len(t) for t in truth))]
-    onset = 39 - 3
-    healthy = sorted(steps[:onset])[len(steps[:onset]) // 2]
-    measured = sum(s - healthy for s in steps[onset:])
+    measured = _measured_loss(data, onset=39)
     assert abs(verdict[0]["time_lost_s"] - measured) <= 0.3 * measured, (verdict[0]["time_lost_s"], measured)
 
 
@@ -654,16 +659,7 @@ def test_a_straggler_is_the_late_rank_its_own_work_explains_not_the_last_to_arri
     assert first["first_step"] == 15, first["seen_when"]
     assert "held up 25 of the 25 steps from there to step 39" in first["seen_when"], first["seen_when"]
     assert "still going when the trace ended" in first["seen_when"], first["seen_when"]
-    # the time the others waited in the faulted steps, from the ranks' own step times
-    truth = []
-    for name in sorted(os.listdir(os.path.join(data, "truth"))):
-        with open(os.path.join(data, "truth", name)) as f:
-            truth.append(json.load(f)["steps"])
-    steps = [sorted((t[i]["end_ns"] - t[i]["start_ns"]) / 1e9 for t in truth)[len(truth) // 2]
-             for i in range(3, min(len(t) for t in truth))]
-    onset = 15 - 3
-    healthy = sorted(steps[:onset])[len(steps[:onset]) // 2]
-    measured = sum(s - healthy for s in steps[onset:])
+    measured = _measured_loss(data, onset=15)
     assert abs(first["time_lost_s"] - measured) <= 0.3 * measured, (first["time_lost_s"], measured)
 
 
