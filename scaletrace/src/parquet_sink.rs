@@ -68,24 +68,18 @@ impl<T: Table> TableWriter<T> {
                     .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
                     .collect(),
             ));
-        // Dictionaries for strings only. Numbers are left to zstd: a dictionary hashes every
-        // value written (at 1 M events/s, a fifth of the loader's time went to interning
-        // numbers after timestamps had none), and it did not make files smaller either: a real
-        // DDP recording's tables, rewritten with zstd 3 and dictionaries for strings only, took
-        // 78 % of the bytes for `rtt` and 73-97 % for the others. Timestamps, nearly every
-        // value new and rising, compress as deltas.
-        props = props.set_dictionary_enabled(false);
+        // No dictionary for timestamps: nearly every value is new, so a dictionary is built,
+        // rehashed as it grows and abandoned in every column chunk (perf at 1 M events/s: a
+        // third of the loader's time in hash tables). They compress as deltas instead.
+        // The other numbers keep theirs: without them the loader did 1.18x the events per CPU
+        // second, but real RTT samples (bench/storage.py, 64 flows) took 24 % more bytes
+        // (143 -> 178 MB per node-hour, same moment), and storage is paid at every sample.
         for field in T::schema().fields() {
-            let column = parquet::schema::types::ColumnPath::from(field.name().as_str());
-            match field.data_type() {
-                arrow::datatypes::DataType::Utf8 => {
-                    props = props.set_column_dictionary_enabled(column, true);
-                }
-                arrow::datatypes::DataType::Timestamp(..) => {
-                    props = props
-                        .set_column_encoding(column, parquet::basic::Encoding::DELTA_BINARY_PACKED);
-                }
-                _ => {}
+            if matches!(field.data_type(), arrow::datatypes::DataType::Timestamp(..)) {
+                let column = parquet::schema::types::ColumnPath::from(field.name().as_str());
+                props = props
+                    .set_column_dictionary_enabled(column.clone(), false)
+                    .set_column_encoding(column, parquet::basic::Encoding::DELTA_BINARY_PACKED);
             }
         }
         let writer = ArrowWriter::try_new(file, T::schema(), Some(props.build()))

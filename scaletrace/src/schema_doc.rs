@@ -12,8 +12,7 @@ unit test fails when this file and the code disagree.
 `DIR/<table>/<run-id>.parquet`, where `<run-id>` is `<host>-<UTC start>-<pid>`; `scaletrace
 import` writes `DIR/gpu_events/<host>-rank<N>-<trace name>.parquet`. Files are
 written as `*.parquet.partial` and renamed when complete, so `DIR/<table>/*.parquet` only ever
-matches complete files. Compression is zstd (level 3), row groups hold up to 131072 rows;
-string columns are dictionary-encoded, timestamps delta-encoded, other numbers plain.
+matches complete files. Compression is zstd (level 3), row groups hold up to 131072 rows.
 
 Query a table across runs and nodes with one glob, e.g. in DuckDB:
 `SELECT * FROM read_parquet('DIR/flows/*.parquet')`.
