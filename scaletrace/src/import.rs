@@ -5,13 +5,43 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context as _, Result};
 use clap::Args;
 
+use crate::columns::*;
 use crate::{
     comms,
     kineto::{self, int_arg, loose_int, text_arg, TraceEvent, TraceHeader},
     node::NodeIdentity,
     parquet_sink::TableWriter,
-    tables::GpuEventRow,
 };
+
+table! {
+    /// One complete ("X") event of an imported GPU/collective timeline.
+    pub struct GpuEventRow in "gpu_events" {
+        description: "Events imported by `scaletrace import` from PyTorch profiler (Kineto) Chrome \
+        traces: GPU kernels, memcpy/memset, CPU ops and the rest of the complete (`ph: X`) events, \
+        on the same UTC time axis as the network tables.",
+        host: String => str_col("Host the trace came from (`--host`, default: this host)."),
+        rank: Option<i64> => opt_i64_col("", "Distributed rank: `distributedInfo.rank` of the trace, or `--rank`."),
+        ts: i64 => ts_col("Event start: `baseTimeNanoseconds + ts` of the trace (see Time)."),
+        dur_ns: i64 => i64_col("ns", "Event duration."),
+        category: String => str_col("Kineto `cat`: `kernel`, `gpu_memcpy`, `gpu_memset`, `cpu_op`, `cuda_runtime`, ..."),
+        name: String => str_col("Kernel or operator name."),
+        on_gpu: bool => bool_col("The event ran on the GPU (kernel, memcpy, memset)."),
+        collective: Option<String> => opt_str_col("For communication events (see `comm_source`): the collective, `AllReduce`, `AllGather`, `ReduceScatter`, `AllToAll`, `Broadcast`, `Reduce`, `SendRecv`, `Send`, `Recv`, `Barrier`, `Gather`, `Scatter` or `Other`."),
+        device: Option<i64> => opt_i64_col("", "GPU index (`args.device`)."),
+        stream: Option<i64> => opt_i64_col("", "CUDA stream (`args.stream`)."),
+        pid: Option<i64> => opt_i64_col("", "Trace `pid` (process, or GPU for device rows)."),
+        tid: Option<i64> => opt_i64_col("", "Trace `tid` (thread, or stream for device rows)."),
+        correlation: Option<i64> => opt_i64_col("", "Correlation id linking a kernel to the CUDA runtime call that launched it."),
+        source: String => str_col("File the event was imported from."),
+        time_aligned: bool => bool_col("`ts` is UTC. False when the trace lost its time base (`baseTimeNanoseconds` missing, e.g. a trace cut short) and its timestamps are relative: `ts` is then on the trace's own axis; import again with `--time-base` to align."),
+        comm_source: Option<String> => opt_str_col("How the event was recognised as communication (null: it is not): `nccl_kernel` (NCCL/RCCL kernels), `comm_kernel` (other GPU kernels of communication libraries — DeepEP dispatch/combine, NVSHMEM, MSCCL++, userbuffers, custom all-reduce — or kernels whose name spells a collective), `c10d` (the CPU-side `c10d::<op>_` call of any backend), `backend` (the backend's annotation: `gloo:all_reduce`, `nccl:all_reduce`; for gloo it spans the transfer), `param_comms` (`record_param_comms`)."),
+        process_group: Option<String> => opt_str_col("`Process Group Name` (with its description, e.g. `0 (default_pg)`) where the trace carries it."),
+        group_size: Option<i64> => opt_i64_col("ranks", "`Group size` of the process group."),
+        seq: Option<i64> => opt_i64_col("", "The process group's sequence number of the collective (`Seq`, newer PyTorch): the key that matches one collective across ranks."),
+        msg_bytes: Option<i64> => opt_i64_col("bytes", "Message size: `In msg nelems` × the size of `dtype` (for bus bandwidth)."),
+        dtype: Option<String> => opt_str_col("Element type of the message (`Float`, `BFloat16`, ...)."),
+    }
+}
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {

@@ -1,7 +1,26 @@
 //! The node's interfaces and addresses, so flows can be attributed to the NIC that carried them.
 use std::{fs, net::IpAddr, path::Path};
 
-use crate::tables::InterfaceRow;
+use crate::columns::*;
+
+table! {
+    /// One address of one network interface of the node, once per run.
+    pub struct InterfaceRow in "interfaces" {
+        description: "The node's network interfaces and their addresses (in the recorder's network \
+        namespace), once per run (`agent`: once per file interval): joins a flow's `local_addr` to the \
+        NIC that carried it.",
+        host: String => str_col("Node hostname."),
+        run_id: String => str_col("Run of `scaletrace record`."),
+        name: String => str_col("Interface name, e.g. `eth0`, `ib0`."),
+        family: String => str_col("`ipv4` or `ipv6`."),
+        addr: String => str_col("Address, text form as in `flows.local_addr`."),
+        prefix_len: u32 => u32_col("bits", "Network prefix length."),
+        numa_node: Option<i64> => opt_i64_col("", "NUMA node of the interface's PCI device (sysfs); null for virtual interfaces."),
+        pci_bus_id: Option<String> => opt_str_col("PCI address of the device, e.g. `0000:17:00.0`; null for virtual interfaces."),
+        speed_mbps: Option<u32> => opt_u32_col("Mbit/s", "Link speed (sysfs `speed`); null when unknown."),
+        mtu: Option<u32> => opt_u32_col("bytes", "MTU."),
+    }
+}
 
 /// Every IPv4/IPv6 address of every interface, with the interface's PCI placement from sysfs.
 pub fn list(host: &str, run_id: &str, sysfs: &Path) -> Vec<InterfaceRow> {
@@ -18,7 +37,7 @@ pub fn list(host: &str, run_id: &str, sysfs: &Path) -> Vec<InterfaceRow> {
             continue;
         };
         let class = sysfs.join("class/net").join(&ifa.interface_name);
-        let place = crate::gpu::topology::place(&class.join("device"));
+        let place = crate::sources::gpu::topology::place(&class.join("device"));
         rows.push(InterfaceRow {
             host: host.into(),
             run_id: run_id.into(),

@@ -1,39 +1,27 @@
 //! scaletrace: makes the network fabric of distributed GPU training visible.
-mod adopt;
 mod agent;
 mod analyze;
-mod assemble;
 mod atomic_file;
 mod clock;
 mod columns;
 mod comms;
 mod decode;
-mod elf_symbols;
 mod environment;
-mod final_counters;
-mod gpu;
 mod import;
 mod interfaces;
 mod job_labels;
 mod kernel_btf;
 mod kineto;
 mod layout;
-mod libraries;
 mod merge;
-mod nccl;
 mod netlink;
-mod netns_names;
-mod nic;
 mod node;
 mod parquet_sink;
 mod probe;
-mod qp_counters;
 mod record;
-mod rtt_histogram;
 mod tables;
 mod trace_time;
 mod tracefs;
-mod verbs;
 
 use std::process::ExitCode;
 
@@ -133,3 +121,4 @@ fn main() -> ExitCode {
 }
 
 mod schema_doc;
+mod sources;

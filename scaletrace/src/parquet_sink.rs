@@ -224,7 +224,10 @@ pub fn to_batch<T: Table>(rows: &[T]) -> Result<RecordBatch> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tables::*;
+    use crate::{
+        record::accounting::CaptureRow,
+        sources::{gpu::tables::GpuSampleRow, tcp::tables::*},
+    };
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
     fn sample_flow(id: u64) -> FlowRow {

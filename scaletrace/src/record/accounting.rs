@@ -5,7 +5,50 @@
 use scaletrace_common::*;
 
 use super::KernelCounters;
-use crate::{clock::ClockOffset, node::NodeIdentity, probe::Hooks, tables::CaptureRow};
+use crate::columns::*;
+use crate::{clock::ClockOffset, node::NodeIdentity, probe::Hooks};
+
+table! {
+    /// One row per capture run: what was attached and what was lost.
+    pub struct CaptureRow in "capture" {
+        description: "One row per `scaletrace record` run: node identity, hooks, event totals and every \
+        kind of loss. `ring_drops = 0` means no event was lost between kernel and disk.",
+        host: String => str_col("Node hostname."),
+        boot_id: String => str_col("/proc/sys/kernel/random/boot_id: distinguishes reboots of one host."),
+        kernel: String => str_col("Kernel release."),
+        run_id: String => str_col("Identifier of the run, also in the file names."),
+        start: i64 => ts_col("Capture start."),
+        end: i64 => ts_col("Capture end."),
+        hooks_attached: String => str_col("Comma-separated hooks that were attached."),
+        hooks_missing: String => str_col("Comma-separated hooks that could not be attached, with the reason."),
+        flows: u64 => u64_col("rows", "Rows written to `flows`."),
+        rtt_samples: u64 => u64_col("rows", "Rows written to `rtt`."),
+        retransmits: u64 => u64_col("rows", "Rows written to `retransmits`."),
+        state_changes: u64 => u64_col("rows", "Rows written to `state_changes`."),
+        nccl_calls: u64 => u64_col("rows", "Rows written to `nccl_calls`."),
+        verbs_calls: u64 => u64_col("rows", "Rows written to `verbs_calls`."),
+        ring_drops: u64 => u64_col("events", "Events lost because the ring buffer was full (sum of the `ring_drops_*` columns)."),
+        ring_drops_flow_end: u64 => u64_col("events", "Flow-end records that did not fit; those flows were still recovered from the kernel flow table."),
+        ring_drops_rtt: u64 => u64_col("events", "RTT samples lost."),
+        ring_drops_retransmit: u64 => u64_col("events", "Retransmit events lost."),
+        ring_drops_state: u64 => u64_col("events", "State changes lost."),
+        ring_drops_flow_window: u64 => u64_col("events", "RTT histogram windows lost (`flow_windows`)."),
+        ring_drops_nccl: u64 => u64_col("events", "NCCL calls lost."),
+        ring_drops_verbs: u64 => u64_col("events", "Verbs calls lost."),
+        ring_drops_verbs_completions: u64 => u64_col("events", "Sampled verbs completions lost (`verbs_completions`; `qp_traffic` still counts every one)."),
+        rtt_samples_skipped_by_interval: u64 => u64_col("events", "RTT updates not sampled because of `--rtt-sample-interval` (by design, not loss)."),
+        retransmits_over_rate: u64 => u64_col("events", "Retransmits not sent because of `--max-retransmit-rate` (still counted per flow)."),
+        retransmits_not_sent: u64 => u64_col("events", "`tcp:tcp_retransmit_skb` hits for retransmit attempts the kernel did not send (its `err`, Linux 6.10+; typically the original still in the host's own queue behind a shaper): not recorded, since nothing went on the wire. Older kernels' tracepoint does not say whether it sent: there every hit is recorded, and this stays 0."),
+        flows_filtered_out: u64 => u64_col("flows", "Connections that did not match the filters."),
+        flows_untracked_map_full: u64 => u64_col("flows", "Matching connections not tracked because the kernel flow table was full (once each; `--max-flows` raises the limit)."),
+        rows_lost_disk_full: u64 => u64_col("rows", "`agent`: rows dropped because the spool's disk was full (the open interval's files are dropped, the oldest completed files deleted, and recording goes on); includes rows of the previous interval whose files could not be finished."),
+        qps_evicted: u64 => u64_col("QPs", "RDMA queue pairs whose data-path totals were evicted from the kernel's per-QP table (`--max-qps`) with their traffic; known at the end of the run, so written in its last interval only."),
+        gpu_samples_dropped: u64 => u64_col("rows", "GPU samples (`gpu_samples` rows) the NVML thread dropped because the recorder had fallen thousands of `--gpu-interval` periods behind; it never waits on the writer."),
+        decode_errors: u64 => u64_col("events", "Ring buffer records that could not be decoded."),
+        clock_offset_ns: i64 => i64_col("ns", "UTC = kernel monotonic + this offset (see docs/schema.md, Time): the offset in use at the interval's end (a wall-clock step of 100 ms or more is followed within a second)."),
+        clock_error_ns: i64 => i64_col("ns", "Bound on the conversion error: bracket half-width, plus drift of the offset until the end, plus the wall-clock steps followed in the interval (its rows before a step carry the old clock's time)."),
+    }
+}
 
 /// Run totals, and where the open interval began.
 #[derive(Debug)]

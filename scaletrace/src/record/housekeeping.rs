@@ -77,7 +77,11 @@ impl Rotation<'_> {
     }
 
     /// One period of GPU samples into the sinks (a full disk survived as above).
-    pub fn push_gpu(&mut self, sinks: &mut Sinks, batch: crate::gpu::GpuBatch) -> Result<()> {
+    pub fn push_gpu(
+        &mut self,
+        sinks: &mut Sinks,
+        batch: crate::sources::gpu::GpuBatch,
+    ) -> Result<()> {
         let pushed = sinks.push_gpu(batch);
         self.survive_disk_full(sinks, pushed)
     }

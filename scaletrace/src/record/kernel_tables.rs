@@ -162,8 +162,10 @@ impl KernelTables for KernelMaps {
             .into_iter()
             .map(|(_, s)| s)
             .collect();
-        let namespaces = crate::adopt::namespaces(None);
-        if let Err(e) = crate::final_counters::refresh_open_flows(&mut flows, &namespaces) {
+        let namespaces = crate::sources::tcp::adopt::namespaces(None);
+        if let Err(e) =
+            crate::sources::tcp::final_counters::refresh_open_flows(&mut flows, &namespaces)
+        {
             log::warn!("open flows keep their last sampled counters: {e:#}");
         }
         for flow in &mut flows {

@@ -1,6 +1,6 @@
 //! `scaletrace record`: load, attach, drain the ring buffer into Parquet until the duration
 //! ends or a signal arrives, then detach and flush everything, including flows still open.
-mod accounting;
+pub mod accounting;
 mod args;
 mod housekeeping;
 mod kernel_tables;
@@ -30,7 +30,9 @@ use crate::{
     environment,
     layout::Layout,
     node::NodeIdentity,
-    probe, tracefs,
+    probe,
+    sources::{nccl, uprobes, verbs},
+    tracefs,
 };
 
 fn take_map(ebpf: &mut aya::Ebpf, name: &str) -> Result<aya::maps::Map> {
@@ -130,16 +132,22 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
         netns_path.as_deref(),
     )?;
     for (family, explicit, lib_prefix, soname) in [
-        (&probe::NCCL, &args.nccl_libs, "libnccl.so", "libnccl.so"),
         (
-            &probe::VERBS,
+            &nccl::attach::NCCL,
+            &args.nccl_libs,
+            "libnccl.so",
+            "libnccl.so",
+        ),
+        (
+            &verbs::attach::VERBS,
             &args.verbs_libs,
             "libibverbs.so",
             "libibverbs.so.1",
         ),
     ] {
-        let (libs, source) =
-            crate::libraries::find_libraries(explicit, args.pid, lib_prefix, soname);
+        let (libs, source) = crate::sources::uprobes::libraries::find_libraries(
+            explicit, args.pid, lib_prefix, soname,
+        );
         if libs.is_empty() {
             log::info!(
                 "no {soname} found (pass --{}-lib or --pid): {} calls are not traced",
@@ -148,11 +156,12 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
             );
         } else {
             log::debug!("{} libraries from {source}: {libs:?}", family.label);
-            probe::attach_uprobes(&mut ebpf, family, &libs, args.pid, &mut hooks);
+            uprobes::attach_uprobes(&mut ebpf, family, &libs, args.pid, &mut hooks);
         }
     }
-    let providers = crate::libraries::find_providers(&args.verbs_provider_libs, args.pid);
-    probe::attach_verbs_providers(&mut ebpf, &providers, args.pid, &mut hooks);
+    let providers =
+        crate::sources::verbs::providers::find_providers(&args.verbs_provider_libs, args.pid);
+    verbs::attach::attach_verbs_providers(&mut ebpf, &providers, args.pid, &mut hooks);
     for (hook, why) in &hooks.missing {
         log::warn!("{hook} not attached: {why}");
     }
@@ -166,7 +175,7 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
     let (gpus, mut gpu_batches) = if args.no_gpu {
         (None, None)
     } else {
-        match crate::gpu::GpuRecorder::start(
+        match crate::sources::gpu::GpuRecorder::start(
             &node.hostname,
             &run_id,
             args.gpu_interval,
@@ -318,10 +327,10 @@ async fn ebpf_log_ready<'a>(
 const GPU_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The GPU samples of one period, from the sampler thread.
-type GpuBatches = tokio::sync::mpsc::Receiver<crate::gpu::GpuBatch>;
+type GpuBatches = tokio::sync::mpsc::Receiver<crate::sources::gpu::GpuBatch>;
 
 /// The GPU sampler's next batch; never, without a sampler or once its thread has ended.
-async fn next_gpu_batch(batches: &mut Option<&mut GpuBatches>) -> crate::gpu::GpuBatch {
+async fn next_gpu_batch(batches: &mut Option<&mut GpuBatches>) -> crate::sources::gpu::GpuBatch {
     if let Some(rx) = batches {
         if let Some(batch) = rx.recv().await {
             return batch;

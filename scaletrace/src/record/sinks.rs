@@ -11,21 +11,25 @@ use aya::maps::{MapData, RingBuf};
 use scaletrace_common::*;
 
 use super::{
-    accounting::{Accounting, IntervalEnd, IntervalRows},
+    accounting::{Accounting, CaptureRow, IntervalEnd, IntervalRows},
     KernelCounters, KernelTables,
 };
 use crate::{
-    assemble::Assembler,
     clock::{now_ns, ClockOffset},
     columns::Table,
     decode::{decode, Event},
+    interfaces::InterfaceRow,
     layout::Layout,
-    nic::NicSampler,
     node::NodeIdentity,
     parquet_sink::{OpenTable, TableWriter},
     probe::Hooks,
-    qp_counters::QpSampler,
-    tables::*,
+    sources::{
+        gpu::tables::*,
+        nccl::tables::*,
+        nic::{tables::*, NicSampler},
+        tcp::{assemble::Assembler, tables::*},
+        verbs::{qp_counters::QpSampler, tables::*},
+    },
 };
 
 const CLOSED: &str = "the run's files are already closed";
@@ -140,7 +144,7 @@ pub struct Sinks {
     metadata: Vec<(String, String)>,
     /// The open interval's files; None only inside `finish`.
     writers: Option<Writers>,
-    qp_tracker: crate::verbs::QpTracker,
+    qp_tracker: crate::sources::verbs::QpTracker,
     clock: ClockOffset,
     nic_sampler: Option<NicSampler>,
     /// RDMA QPs, read with the NIC counters
@@ -315,7 +319,7 @@ impl Sinks {
     /// One period of GPU samples, into the open interval like the kernel's events.
     /// A write that fails (a full disk) loses the rest of the batch, counted like the rows
     /// of a dropped interval.
-    pub fn push_gpu(&mut self, batch: crate::gpu::GpuBatch) -> Result<()> {
+    pub fn push_gpu(&mut self, batch: crate::sources::gpu::GpuBatch) -> Result<()> {
         let mut left = (batch.samples.len() + batch.processes.len()) as u64;
         let pushed = self
             .push_each(batch.samples, &mut left, |w, row| w.gpu_samples.push(row))
@@ -441,7 +445,9 @@ impl Sinks {
             }
             Event::VerbsCall(e) => {
                 let clock = self.clock;
-                let row = crate::verbs::call_row(&e, &self.node.hostname, |m| clock.to_utc_ns(m));
+                let row = crate::sources::verbs::call_row(&e, &self.node.hostname, |m| {
+                    clock.to_utc_ns(m)
+                });
                 let assembler = &mut self.assembler;
                 if let Some(qp) = self.qp_tracker.observe(&row, || assembler.job(e.cgroup_id)) {
                     self.push_with(|w| w.qps.push(qp))?;
@@ -450,13 +456,15 @@ impl Sinks {
             }
             Event::VerbsCompletion(e) => {
                 let clock = self.clock;
-                let row =
-                    crate::verbs::completion_row(&e, &self.node.hostname, |m| clock.to_utc_ns(m));
+                let row = crate::sources::verbs::completion_row(&e, &self.node.hostname, |m| {
+                    clock.to_utc_ns(m)
+                });
                 self.push_with(|w| w.completions.push(row))
             }
             Event::NcclCall(e) => {
                 let clock = self.clock;
-                let row = crate::nccl::call_row(&e, &self.node.hostname, |m| clock.to_utc_ns(m));
+                let row =
+                    crate::sources::nccl::call_row(&e, &self.node.hostname, |m| clock.to_utc_ns(m));
                 self.push_with(|w| w.nccl.push(row))
             }
         }
@@ -469,7 +477,7 @@ impl Sinks {
         let window = self.assembler.flow_window(
             s.cookie,
             &s.flow_window,
-            &crate::assemble::counters_at_end(s, capture_end_mono),
+            &crate::sources::tcp::assemble::counters_at_end(s, capture_end_mono),
         );
         // The window first: a failure between the two leaves the flow to be written again by
         // the next sweep, and a window written twice is plain in (flow_id, ts); a flow row
@@ -662,7 +670,7 @@ impl Sinks {
         let qp_traffic: Option<Vec<QpTrafficRow>> = tables.map(|m| {
             m.qp_traffic()
                 .into_iter()
-                .map(|(key, traffic)| crate::verbs::traffic_row(&key, &traffic, &host))
+                .map(|(key, traffic)| crate::sources::verbs::traffic_row(&key, &traffic, &host))
                 .collect()
         });
         // Every QP that got an entry and has none now was evicted (the LRU map never shrinks
@@ -1350,7 +1358,12 @@ mod tests {
             .unwrap();
         // every table but those `import` and `merge` write
         for table in crate::tables::catalog() {
-            if ![GpuEventRow::NAME, WindowRow::NAME].contains(&table.name) {
+            if ![
+                crate::import::GpuEventRow::NAME,
+                crate::merge::WindowRow::NAME,
+            ]
+            .contains(&table.name)
+            {
                 assert_eq!(hive_files(dir.path(), table.name), 1, "{}", table.name);
             }
         }
@@ -1386,7 +1399,7 @@ mod tests {
         };
         let dropped = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         sinks.set_gpus(vec![gpu(0), gpu(1)], dropped.clone());
-        let batch = |util| crate::gpu::GpuBatch {
+        let batch = |util| crate::sources::gpu::GpuBatch {
             samples: vec![GpuSampleRow {
                 sm_util_pct: Some(util),
                 ..Default::default()

@@ -14,10 +14,8 @@
 //! per port only (`nic_counters`, source `ib_hw`).
 use std::collections::HashMap;
 
-use crate::{
-    netlink::{self, attr_str, attr_u32, attr_u8, attribute, attributes, Message, Socket},
-    tables::QpCounterRow,
-};
+use super::tables::QpCounterRow;
+use crate::netlink::{self, attr_str, attr_u32, attr_u8, attribute, attributes, Message, Socket};
 
 const NETLINK_RDMA: libc::c_int = 20;
 const RDMA_NL_NLDEV: u16 = 5;
@@ -381,7 +379,10 @@ impl QpSampler {
                     qp_num: r.qp.qp_num,
                     qp_type: r.qp.qp_type.map(qp_type_name).unwrap_or("OTHER"),
                     // enum ib_qp_state numbers its states as verbs does
-                    state: r.qp.state.map(|s| crate::verbs::qp_state(s.into())),
+                    state: r
+                        .qp
+                        .state
+                        .map(|s| crate::sources::verbs::qp_state(s.into())),
                     dest_qp_num: r.qp.dest_qp_num,
                     pid: r.qp.pid,
                     comm: r

@@ -1,8 +1,12 @@
-//! NCCL: naming what the uprobes on its public API saw (the libraries are found in `libraries.rs`).
+//! The NCCL source: naming what the uprobes on its public API saw (attached by `attach.rs`, the
+//! libraries found by `uprobes/libraries.rs`).
+pub mod attach;
+pub mod tables;
 
 use scaletrace_common::*;
 
-use crate::{assemble::CallTiming, tables::NcclCallRow};
+use crate::sources::uprobes::CallTiming;
+use tables::NcclCallRow;
 
 pub fn op_name(op: u32) -> &'static str {
     match op {

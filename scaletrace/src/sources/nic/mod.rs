@@ -6,13 +6,15 @@
 //! * `class/infiniband/<dev>/ports/<port>/hw_counters/*` (source `ib_hw`): RoCE/IB transport
 //!   counters such as `out_of_sequence`, `packet_seq_err`, `local_ack_timeout_err`,
 //!   `np_cnp_sent`, `rp_cnp_handled`, `np_ecn_marked_roce_packets`.
+pub mod tables;
+
 use std::{
     collections::HashMap,
     fs,
     path::{Path, PathBuf},
 };
 
-use crate::tables::NicCounterRow;
+use tables::NicCounterRow;
 
 /// One counter file.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

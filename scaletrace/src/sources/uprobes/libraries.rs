@@ -1,10 +1,7 @@
-//! Finding the shared libraries to probe with uprobes (libnccl, libibverbs, the RDMA provider
-//! libraries): those given on the command line, else those the `--pid` process has mapped,
-//! else the system's.
+//! Finding the shared libraries to probe with uprobes (libnccl, libibverbs): those given on the
+//! command line, else those the `--pid` process has mapped, else the system's (the RDMA
+//! provider libraries are found by the verbs source, `verbs/providers.rs`).
 use std::path::{Path, PathBuf};
-
-/// Directory where rdma-core installs its provider libraries (Debian/Ubuntu on x86-64).
-const PROVIDER_DIR: &str = "/usr/lib/x86_64-linux-gnu/libibverbs";
 
 /// Libraries to probe, and where they came from: the explicit paths, else those the `--pid`
 /// process has mapped whose file name starts with `prefix`, else the dynamic linker cache's
@@ -35,39 +32,12 @@ pub fn find_libraries(
     }
 }
 
-/// RDMA provider libraries: the explicit ones, else those mapped by `--pid`, else the system's.
-pub fn find_providers(explicit: &[PathBuf], pid: Option<u32>) -> Vec<PathBuf> {
-    if !explicit.is_empty() {
-        return explicit.to_vec();
-    }
-    if let Some(pid) = pid {
-        let libs = mapped_by(pid, is_provider);
-        if !libs.is_empty() {
-            return libs;
-        }
-    }
-    let mut libs: Vec<PathBuf> = std::fs::read_dir(PROVIDER_DIR)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| file_name(p).is_some_and(is_provider))
-        .collect();
-    libs.sort();
-    libs
-}
-
-/// rdma-core's provider file names: `lib<provider>-rdmav<ABI>.so`.
-fn is_provider(name: &str) -> bool {
-    name.starts_with("lib") && name.contains("-rdmav") && name.ends_with(".so")
-}
-
-fn file_name(path: &Path) -> Option<&str> {
+pub fn file_name(path: &Path) -> Option<&str> {
     path.file_name().and_then(|n| n.to_str())
 }
 
 /// The libraries process `pid` has mapped whose file name is `wanted` (none if it is gone).
-fn mapped_by(pid: u32, wanted: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+pub fn mapped_by(pid: u32, wanted: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
     mapped_libraries(&maps, wanted)
 }
@@ -111,12 +81,6 @@ mod tests {
             vec![PathBuf::from("/opt/venv/nvidia/nccl/lib/libnccl.so.2")]
         );
         assert!(mapped_libraries(maps, |n| n.starts_with("libibverbs.so")).is_empty());
-        assert_eq!(
-            mapped_libraries(maps, is_provider),
-            vec![PathBuf::from(
-                "/usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so"
-            )]
-        );
         let ld = "\t2 libs found in cache\n\tlibnccl.so.2 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnccl.so.2\n";
         assert_eq!(
             library_from_ldconfig(ld, "libnccl.so"),

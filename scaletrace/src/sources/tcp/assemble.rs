@@ -4,10 +4,10 @@ use std::collections::HashMap;
 
 use scaletrace_common::*;
 
+use super::tables::*;
 use crate::{
     clock::ClockOffset,
     decode::{addr_string, comm_string, tcp_state_name},
-    tables::*,
 };
 
 /// TCP states entered by close() in process context: the current task owns the socket.
@@ -21,7 +21,7 @@ pub struct Assembler {
     clock: ClockOffset,
     /// Socket cookie -> (pid, comm) of the process that closed it.
     owners: HashMap<u64, (u32, String)>,
-    netns: crate::netns_names::NetnsNames,
+    netns: super::netns_names::NetnsNames,
     cgroups: crate::job_labels::CgroupPaths,
 }
 
@@ -96,7 +96,9 @@ impl Assembler {
             host: host.into(),
             clock,
             owners: HashMap::new(),
-            netns: crate::netns_names::NetnsNames::new(std::path::Path::new("/run/netns")),
+            netns: super::netns_names::NetnsNames::new(std::path::Path::new(
+                "/run/netns",
+            )),
             cgroups: crate::job_labels::CgroupPaths::new(),
         }
     }
@@ -234,7 +236,7 @@ impl Assembler {
             len => (start + len / 2).div_euclid(len) * len,
         };
         let has_rtt = w.count > 0;
-        let quantile = |q| crate::rtt_histogram::quantile_us(w, q);
+        let quantile = |q| crate::sources::tcp::rtt_histogram::quantile_us(w, q);
         let opened = &w.opened;
         Some(FlowWindowRow {
             host: self.host.to_string(),
@@ -305,26 +307,6 @@ impl Assembler {
             new_state: tcp_state_name(e.newstate),
             pid: e.pid,
             comm,
-        }
-    }
-}
-
-/// When and by whom a probed library call ran: entry to return, from the probes' pid_tgid.
-pub struct CallTiming {
-    pub ts: i64,
-    pub dur_ns: i64,
-    pub pid: u32,
-    pub tid: u32,
-}
-
-impl CallTiming {
-    /// `utc` converts kernel monotonic ns.
-    pub fn new(entry_ns: u64, return_ns: u64, pid_tgid: u64, utc: impl Fn(u64) -> i64) -> Self {
-        CallTiming {
-            ts: utc(entry_ns),
-            dur_ns: return_ns.saturating_sub(entry_ns) as i64,
-            pid: (pid_tgid >> 32) as u32,
-            tid: pid_tgid as u32,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! GPU sampling during `record`. NVML sits behind [`GpuSource`] so the sampler logic is tested
 //! with a fake; without NVML or a GPU, sampling is skipped with one notice.
 pub mod nvml_source;
+pub mod tables;
 pub mod topology;
 
 use std::{
@@ -19,8 +20,8 @@ use anyhow::Result;
 use crate::{
     clock::now_ns,
     job_labels::{self, JobLabels},
-    tables::{GpuDeviceRow, GpuProcessRow, GpuSampleRow},
 };
+use tables::{GpuDeviceRow, GpuProcessRow, GpuSampleRow};
 
 /// Static facts about one GPU.
 #[derive(Debug, Clone, Default, PartialEq)]

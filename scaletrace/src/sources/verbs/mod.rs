@@ -1,13 +1,16 @@
-//! RDMA verbs: naming what the libibverbs probes saw, and following each QP as a flow.
+//! The RDMA verbs source: naming what the libibverbs probes saw, and following each QP as a
+//! flow; the kernel's per-QP counters (`qp_counters.rs`).
+pub mod attach;
+pub mod providers;
+pub mod qp_counters;
+pub mod tables;
+
 use std::{collections::HashMap, net::Ipv6Addr};
 
 use scaletrace_common::{verbs_abi, *};
 
-use crate::{
-    assemble::CallTiming,
-    decode::comm_string,
-    tables::{QpRow, QpTrafficRow, VerbsCallRow, VerbsCompletionRow},
-};
+use crate::{decode::comm_string, sources::uprobes::CallTiming};
+use tables::{QpRow, QpTrafficRow, VerbsCallRow, VerbsCompletionRow};
 
 pub fn op_name(op: u32) -> &'static str {
     VERBS_FUNCTIONS

@@ -1,0 +1,234 @@
+//! Attaching the TCP source: sock_ops on the cgroup (with the kernel struct offsets it reads,
+//! from the running kernel's BTF), the tcp/sock tracepoints (with their record layouts, from
+//! tracefs), and the adoption of connections open before the start.
+use std::path::Path;
+
+use anyhow::{bail, Context as _, Result};
+use aya::{
+    programs::{CgroupAttachMode, SockOps},
+    Ebpf,
+};
+use scaletrace_common::{Config, TracepointOffsets};
+
+use crate::{
+    probe::{short_error, Hooks},
+    tracefs,
+};
+
+/// A tracepoint hook: its program name, tracefs location and state field for `oldstate`.
+pub struct TracepointHook {
+    pub program: &'static str,
+    pub category: &'static str,
+    pub name: &'static str,
+    state_field: Option<&'static str>,
+    /// Where its offsets go in the eBPF config.
+    slot: fn(&mut Config) -> &mut TracepointOffsets,
+}
+
+pub const TRACEPOINTS: [TracepointHook; 3] = [
+    TracepointHook {
+        program: "tcp_retransmit_skb",
+        category: "tcp",
+        name: "tcp_retransmit_skb",
+        state_field: Some("state"),
+        slot: |c| &mut c.retransmit_tp,
+    },
+    TracepointHook {
+        program: "tcp_retransmit_synack",
+        category: "tcp",
+        name: "tcp_retransmit_synack",
+        state_field: None,
+        slot: |c| &mut c.synack_tp,
+    },
+    TracepointHook {
+        program: "inet_sock_set_state",
+        category: "sock",
+        name: "inet_sock_set_state",
+        state_field: Some("oldstate"),
+        slot: |c| &mut c.state_tp,
+    },
+];
+
+/// Fills in tracepoint offsets; a tracepoint whose layout cannot be read is marked missing.
+pub fn tracepoint_offsets(
+    config: &mut Config,
+    tracefs_root: &Path,
+    hooks: &mut Hooks,
+) -> Vec<&'static str> {
+    let mut usable = Vec::new();
+    for tp in &TRACEPOINTS {
+        let hook = format!("{}:{}", tp.category, tp.name);
+        match tracefs::tracepoint_offsets(tracefs_root, tp.category, tp.name, tp.state_field) {
+            // The state program filters on protocol and reports both states.
+            Ok(off)
+                if tp.name == "inet_sock_set_state"
+                    && (off.protocol == TracepointOffsets::ABSENT
+                        || off.newstate == TracepointOffsets::ABSENT) =>
+            {
+                hooks
+                    .missing
+                    .push((hook, "kernel too old: no protocol/newstate fields".into()))
+            }
+            Ok(off) => {
+                *(tp.slot)(config) = off;
+                usable.push(tp.program);
+            }
+            Err(e) => hooks.missing.push((hook, format!("{e:#}"))),
+        }
+    }
+    usable
+}
+
+/// Where an offset goes in the eBPF config.
+type OffsetSlot = fn(&mut Config) -> &mut u16;
+
+/// The `struct tcp_sock` members sock_ops reads through its socket (`Config` slot, member).
+const TCP_SOCK_MEMBERS: [(OffsetSlot, &str); 2] = [
+    (|c| &mut c.tcp_sock_dsack_dups, "dsack_dups"),
+    (|c| &mut c.tcp_sock_reord_seen, "reord_seen"),
+];
+
+/// The offsets on the way from a socket to its cgroup v2 id (`Config` slot, the (struct,
+/// member) pairs whose offsets add up to it): `sk->sk_cgrp_data.cgroup->kn->id`.
+const CGROUP_ID_PATH: [(OffsetSlot, &[(&str, &str)]); 3] = [
+    (
+        |c| &mut c.sock_cgroup,
+        &[("sock", "sk_cgrp_data"), ("sock_cgroup_data", "cgroup")],
+    ),
+    (|c| &mut c.cgroup_kn, &[("cgroup", "kn")]),
+    (|c| &mut c.kernfs_node_id, &[("kernfs_node", "id")]),
+];
+
+/// The hook name of the flows' cgroup (`flows.cgroup` and the job labels).
+const CGROUP_ID_HOOK: &str = "sock:cgroup_id";
+
+/// Fills in, from the kernel's BTF, the offsets of the kernel struct members sock_ops reads
+/// through its socket: the `tcp_sock` counters and the socket's cgroup id. One it cannot place
+/// is listed missing with the reason, and its columns stay null.
+pub fn kernel_struct_offsets(config: &mut Config, hooks: &mut Hooks) {
+    let btf = btf_rs::Btf::from_file(crate::kernel_btf::VMLINUX_BTF)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", crate::kernel_btf::VMLINUX_BTF));
+    let offset = |name: &str, member: &str| -> Result<u16> {
+        let btf = btf.as_ref().map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        match crate::kernel_btf::member_offset(btf, name, member)? {
+            Some(offset) if offset < u32::from(TracepointOffsets::ABSENT) => Ok(offset as u16),
+            Some(offset) => bail!("{name}.{member} at offset {offset}: out of range"),
+            None => bail!("kernel too old: {name} has no member {member}"),
+        }
+    };
+    for (slot, member) in TCP_SOCK_MEMBERS {
+        let hook = format!("tcp_sock:{member}");
+        match offset("tcp_sock", member) {
+            Ok(at) => {
+                *slot(config) = at;
+                hooks.attached.push(hook);
+            }
+            Err(e) => hooks.missing.push((hook, format!("{e:#}"))),
+        }
+    }
+    let cgroup_path: Result<Vec<u16>> = CGROUP_ID_PATH
+        .iter()
+        .map(|(_, path)| {
+            path.iter().try_fold(0u16, |sum, (name, member)| {
+                sum.checked_add(offset(name, member)?)
+                    .filter(|&at| at < TracepointOffsets::ABSENT)
+                    .context("offset out of range")
+            })
+        })
+        .collect();
+    match cgroup_path {
+        Ok(offsets) => {
+            for ((slot, _), at) in CGROUP_ID_PATH.iter().zip(offsets) {
+                *slot(config) = at;
+            }
+            hooks.attached.push(CGROUP_ID_HOOK.into());
+        }
+        Err(e) => hooks
+            .missing
+            .push((CGROUP_ID_HOOK.into(), format!("{e:#}"))),
+    }
+}
+
+/// Whether sock_ops will read any `tcp_sock` member.
+pub fn reads_tcp_sock(config: &Config) -> bool {
+    let mut config = *config;
+    TCP_SOCK_MEMBERS
+        .iter()
+        .map(|(slot, _)| *slot)
+        .chain(CGROUP_ID_PATH.iter().map(|(slot, _)| *slot))
+        .any(|slot| *slot(&mut config) != TracepointOffsets::ABSENT)
+}
+
+/// Turns the kernel struct reads off (their columns become null), saying why.
+pub fn forget_tcp_sock_offsets(config: &mut Config, hooks: &mut Hooks, why: &str) {
+    let hooks_off = TCP_SOCK_MEMBERS
+        .iter()
+        .map(|(slot, member)| (*slot, format!("tcp_sock:{member}")))
+        .chain(
+            CGROUP_ID_PATH
+                .iter()
+                .map(|(slot, _)| (*slot, CGROUP_ID_HOOK.to_string())),
+        );
+    for (slot, hook) in hooks_off {
+        *slot(config) = TracepointOffsets::ABSENT;
+        hooks.attached.retain(|h| *h != hook);
+        if !hooks.missing.iter().any(|(h, _)| *h == hook) {
+            hooks.missing.push((hook, why.to_owned()));
+        }
+    }
+}
+
+/// Turns on sock_ops' callbacks for the connections already open (after sock_ops is attached,
+/// so none is missed in between), and says what it did.
+pub fn adopt_open_connections(ebpf: &mut Ebpf, netns: Option<&Path>, hooks: &mut Hooks) {
+    const HOOK: &str = "iter:tcp";
+    let namespaces = super::adopt::namespaces(netns);
+    match super::adopt::adopt_open_connections(ebpf, &namespaces) {
+        Ok(a) => {
+            for (ns, why) in &a.failed {
+                log::debug!("open connections in {} not adopted: {why}", ns.display());
+            }
+            if a.refused > 0 && a.connections == 0 {
+                hooks.missing.push((
+                    HOOK.into(),
+                    format!(
+                        "this kernel does not let a program turn on an open connection's callbacks (Linux 6.12 does): {} connections open before the start are not recorded",
+                        a.refused
+                    ),
+                ));
+                return;
+            }
+            log::info!(
+                "adopting connections open before the start: {} in {} network namespace(s){}, recorded from their next ACK if the filters keep them",
+                a.connections,
+                a.namespaces,
+                if a.failed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({} could not be entered)", a.failed.len())
+                }
+            );
+            hooks.attached.push(HOOK.into());
+        }
+        Err(e) => hooks.missing.push((
+            format!("{HOOK} (connections open before the start)"),
+            short_error(&e),
+        )),
+    }
+}
+
+pub fn attach_sockops(ebpf: &mut Ebpf, cgroup: &Path) -> Result<()> {
+    let prog: &mut SockOps = ebpf
+        .program_mut("scaletrace_sockops")
+        .context("program scaletrace_sockops missing from the object")?
+        .try_into()?;
+    prog.load()
+        .context("the verifier rejected the sock_ops program")?;
+    let dir = std::fs::File::open(cgroup)
+        .with_context(|| format!("opening cgroup {}", cgroup.display()))?;
+    // Default mode: on 5.7+ aya attaches through a BPF link, which always coexists with other
+    // sock_ops users (CNI plugins) and takes no flags (AllowMultiple there is EINVAL).
+    prog.attach(dir, CgroupAttachMode::default())
+        .with_context(|| format!("attaching sock_ops to {}", cgroup.display()))?;
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! What the uprobe sources (NCCL, verbs) share: finding the libraries to probe and the symbol
+//! to attach to, attaching a family of entry/return probes, and timing a probed call.
+pub mod elf_symbols;
+pub mod libraries;
+
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+use aya::{
+    programs::{
+        uprobe::{UProbeAttachLocation, UProbeScope},
+        UProbe,
+    },
+    Ebpf,
+};
+
+use crate::probe::{short_error, Hooks};
+
+/// A family of uprobes: the functions of one library and how their programs are named.
+pub struct UprobeFamily {
+    pub label: &'static str,
+    pub functions: &'static [(u32, &'static str)],
+    /// Entry program name for a symbol; the return program adds `_ret`.
+    pub program: fn(&str) -> String,
+}
+
+/// Probes fire for one process (`--pid`) or for all.
+pub fn uprobe_scope(pid: Option<u32>) -> UProbeScope {
+    match pid.and_then(std::num::NonZeroU32::new) {
+        Some(pid) => UProbeScope::OneProcess(pid),
+        None => UProbeScope::AllProcesses,
+    }
+}
+
+/// Attaches a family's probes to each library; each function that fails is reported on its own.
+/// Symbols are resolved to the default version (see elf_symbols), then attached by offset.
+pub fn attach_uprobes(
+    ebpf: &mut Ebpf,
+    family: &UprobeFamily,
+    libs: &[std::path::PathBuf],
+    pid: Option<u32>,
+    hooks: &mut Hooks,
+) {
+    let scope = uprobe_scope(pid);
+    for lib in libs {
+        if !lib.exists() {
+            hooks.missing.push((
+                format!("{}:{}", family.label, lib.display()),
+                "no such file".into(),
+            ));
+            continue;
+        }
+        let mut attached = 0;
+        for (_, symbol) in family.functions {
+            let enter = (family.program)(symbol);
+            let exit = format!("{enter}_ret");
+            let result = elf_symbols::function_offset(lib, symbol).and_then(|offset| {
+                attach_uprobe_at(ebpf, &enter, offset, lib, scope)
+                    .and_then(|_| attach_uprobe_at(ebpf, &exit, offset, lib, scope))
+                    .with_context(|| format!("attaching to {symbol}"))
+            });
+            match result {
+                Ok(()) => attached += 1,
+                Err(e) => hooks.missing.push((
+                    format!("{}:{symbol}@{}", family.label, lib.display()),
+                    short_error(&e),
+                )),
+            }
+        }
+        if attached > 0 {
+            hooks.attached.push(format!(
+                "{}({attached} functions):{}",
+                family.label,
+                lib.display()
+            ));
+        }
+    }
+}
+
+pub fn attach_uprobe_at(
+    ebpf: &mut Ebpf,
+    program: &str,
+    offset: u64,
+    lib: &Path,
+    scope: UProbeScope,
+) -> Result<()> {
+    let prog: &mut UProbe = ebpf
+        .program_mut(program)
+        .with_context(|| format!("program {program} missing from the object"))?
+        .try_into()?;
+    if prog.fd().is_err() {
+        prog.load()
+            .with_context(|| format!("the verifier rejected {program}"))?;
+    }
+    prog.attach(UProbeAttachLocation::AbsoluteOffset(offset), lib, scope)?;
+    Ok(())
+}
+
+/// When and by whom a probed library call ran: entry to return, from the probes' pid_tgid.
+pub struct CallTiming {
+    pub ts: i64,
+    pub dur_ns: i64,
+    pub pid: u32,
+    pub tid: u32,
+}
+
+impl CallTiming {
+    /// `utc` converts kernel monotonic ns.
+    pub fn new(entry_ns: u64, return_ns: u64, pid_tgid: u64, utc: impl Fn(u64) -> i64) -> Self {
+        CallTiming {
+            ts: utc(entry_ns),
+            dur_ns: return_ns.saturating_sub(entry_ns) as i64,
+            pid: (pid_tgid >> 32) as u32,
+            tid: pid_tgid as u32,
+        }
+    }
+}
