@@ -7,6 +7,7 @@ mod columns;
 mod comms;
 mod decode;
 mod environment;
+mod hooks;
 mod import;
 mod interfaces;
 mod job_labels;

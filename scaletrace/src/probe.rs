@@ -1,11 +1,13 @@
-//! Loading the embedded eBPF object and attaching each hook on its own, so a kernel that lacks
-//! one hook loses only what that hook provides.
+//! Loading the embedded eBPF object and attaching the hooks whose offsets go into it at load
+//! (the TCP source's, `sources/tcp/attach.rs`, and the benchmark's source); the uprobe sources
+//! attach to the loaded object afterwards. Each hook on its own (`hooks.rs`).
 use std::path::Path;
 
 use anyhow::{Context as _, Result};
 use aya::{programs::TracePoint, Ebpf, EbpfLoader};
 use scaletrace_common::Config;
 
+use crate::hooks::{short_error, Hooks};
 use crate::sources::tcp::attach::{
     adopt_open_connections, attach_sockops, forget_tcp_sock_offsets, kernel_struct_offsets,
     reads_tcp_sock, tracepoint_offsets, TRACEPOINTS,
@@ -17,26 +19,6 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 /// The benchmark's synthetic event source (`--bench-source-pid`), as (program, tracepoint
 /// category, name): one RTT sample per getppid() of that process. Never attached otherwise.
 const BENCH_SOURCE: (&str, &str, &str) = ("bench_source", "syscalls", "sys_enter_getppid");
-
-/// What got attached, and what did not with the reason.
-#[derive(Debug, Default)]
-pub struct Hooks {
-    pub attached: Vec<String>,
-    pub missing: Vec<(String, String)>,
-}
-
-impl Hooks {
-    pub fn attached_list(&self) -> String {
-        self.attached.join(",")
-    }
-    pub fn missing_list(&self) -> String {
-        self.missing
-            .iter()
-            .map(|(h, why)| format!("{h}: {why}"))
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-}
 
 pub struct Capture {
     pub ebpf: Ebpf,
@@ -126,27 +108,6 @@ pub fn load_and_attach(
         ));
     }
     Ok(Capture { ebpf, hooks })
-}
-
-/// Error text for one hook: the verifier log can be thousands of lines, so keep the cause and
-/// the verifier's last words.
-pub fn short_error(e: &anyhow::Error) -> String {
-    let text = format!("{e:#}");
-    let lines: Vec<&str> = text.lines().collect();
-    if lines.len() <= 4 {
-        return lines.join(" ");
-    }
-    // the verifier's reason comes just before its statistics (verification time, stack
-    // depth, instructions processed)
-    let mut tail: Vec<&str> = lines
-        .iter()
-        .rev()
-        .filter(|l| !l.trim().is_empty())
-        .take(7)
-        .copied()
-        .collect();
-    tail.reverse();
-    format!("{} ... {}", lines[0], tail.join(" | "))
 }
 
 fn attach_tracepoint(ebpf: &mut Ebpf, program: &str, category: &str, name: &str) -> Result<()> {

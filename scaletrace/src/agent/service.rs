@@ -14,7 +14,7 @@ use super::{
 };
 use crate::{
     clock::now_ns,
-    probe::Hooks,
+    hooks::Hooks,
     record::{Housekeeping, KernelCounters, KernelTables, Session, Sinks},
 };
 

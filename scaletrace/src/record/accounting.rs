@@ -6,7 +6,7 @@ use scaletrace_common::*;
 
 use super::KernelCounters;
 use crate::columns::*;
-use crate::{clock::ClockOffset, node::NodeIdentity, probe::Hooks};
+use crate::{clock::ClockOffset, hooks::Hooks, node::NodeIdentity};
 
 table! {
     /// One row per capture run: what was attached and what was lost.

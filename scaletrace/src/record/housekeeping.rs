@@ -11,7 +11,7 @@ use super::{
     sinks::{ring_records, Sinks},
     KernelCounters, KernelTables,
 };
-use crate::probe::Hooks;
+use crate::hooks::Hooks;
 
 /// Who is recording: what housekeeping needs to start, known once the recorder has named its
 /// run.

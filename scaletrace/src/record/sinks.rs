@@ -18,11 +18,11 @@ use crate::{
     clock::{now_ns, ClockOffset},
     columns::Table,
     decode::{decode, Event},
+    hooks::Hooks,
     interfaces::InterfaceRow,
     layout::Layout,
     node::NodeIdentity,
     parquet_sink::{OpenTable, TableWriter},
-    probe::Hooks,
     sources::{
         gpu::tables::*,
         nccl::tables::*,
@@ -1360,7 +1360,7 @@ mod tests {
         for table in crate::tables::catalog() {
             if ![
                 crate::import::GpuEventRow::NAME,
-                crate::merge::WindowRow::NAME,
+                crate::tables::WindowRow::NAME,
             ]
             .contains(&table.name)
             {

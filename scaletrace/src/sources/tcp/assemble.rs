@@ -96,9 +96,7 @@ impl Assembler {
             host: host.into(),
             clock,
             owners: HashMap::new(),
-            netns: super::netns_names::NetnsNames::new(std::path::Path::new(
-                "/run/netns",
-            )),
+            netns: super::netns_names::NetnsNames::new(std::path::Path::new("/run/netns")),
             cgroups: crate::job_labels::CgroupPaths::new(),
         }
     }

@@ -11,7 +11,7 @@ use aya::{
 use scaletrace_common::{Config, TracepointOffsets};
 
 use crate::{
-    probe::{short_error, Hooks},
+    hooks::{short_error, Hooks},
     tracefs,
 };
 

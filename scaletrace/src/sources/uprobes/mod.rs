@@ -14,7 +14,7 @@ use aya::{
     Ebpf,
 };
 
-use crate::probe::{short_error, Hooks};
+use crate::hooks::{short_error, Hooks};
 
 /// A family of uprobes: the functions of one library and how their programs are named.
 pub struct UprobeFamily {

@@ -3,7 +3,7 @@
 use aya::Ebpf;
 
 use crate::{
-    probe::{short_error, Hooks},
+    hooks::{short_error, Hooks},
     sources::uprobes::{attach_uprobe_at, elf_symbols, uprobe_scope, UprobeFamily},
 };
 
