@@ -127,6 +127,21 @@ def test_malformed_event_after_valid_ones_keeps_them(tmp_path):
     assert "scaletrace.import.incomplete" in meta
 
 
+def test_a_file_with_no_event_before_its_error_leaves_no_table_file(tmp_path):
+    """An empty gpu_events file would make `analyze` believe the rank has a timeline with
+    nothing in it ("nothing found" instead of "not analyzed")."""
+    (tmp_path / "notjson.json").write_text("this is not a trace\n")
+    (tmp_path / "empty.json").write_text("")
+    (tmp_path / "adir").mkdir()
+    for bad in ("notjson.json", "empty.json", "adir"):
+        proc = run("import", str(tmp_path / bad), "--out", str(tmp_path / "out"))
+        errors = [l for l in proc.stderr.splitlines() if l.startswith("scaletrace: error:")]
+        assert proc.returncode == 1 and len(errors) == 1, proc.stderr
+        assert "kept in" not in errors[0], errors[0]
+    assert "is a directory" in errors[0]
+    assert list((tmp_path / "out").rglob("*.parquet*")) == []
+
+
 def test_trace_without_time_base_is_kept_unaligned(tmp_path):
     """Relative timestamps and no base: the events are kept on the trace's own axis, marked,
     and the user is told how to align them (they used to be refused and lost)."""

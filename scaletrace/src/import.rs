@@ -227,10 +227,18 @@ struct Imported {
 }
 
 fn import_one(path: &Path, args: &ImportArgs, host: &str) -> Result<Imported> {
+    if path.is_dir() {
+        bail!(
+            "{} is a directory: give the trace files (e.g. {}/*.json)",
+            path.display(),
+            path.display()
+        );
+    }
     let scan = kineto::scan_header(path)?;
     if let Some(damage) = &scan.damage {
-        // The event pass meets the same fault and reports it; this is for `RUST_LOG=info`.
-        log::info!("{damage:#}; importing the events before it");
+        // The event pass meets the same fault and reports it (as an error, or with the events it
+        // kept): this line is for debugging only.
+        log::debug!("{damage:#}; importing the events before it");
     }
     let header = scan.header;
     let first_ts = match header.base_time_ns {
@@ -290,6 +298,11 @@ fn import_one(path: &Path, args: &ImportArgs, host: &str) -> Result<Imported> {
         });
     let rows = writer.rows();
     if let Err(e) = parsed {
+        if rows == 0 {
+            // Nothing to keep: an empty file would tell `analyze` this rank has a timeline.
+            writer.abandon();
+            return Err(e.context("no event could be imported"));
+        }
         // Keep what was read: a valid file with the events before the error, marked incomplete.
         writer.append_metadata("scaletrace.import.incomplete", format!("{e:#}"));
         let kept = writer.close()?;
