@@ -45,6 +45,14 @@ def test_help_explains_every_flag():
     assert "record" in run("--help").stdout
 
 
+def test_quiet_still_prints_what_was_kept_and_lost(tmp_path):
+    """--quiet drops the live status line only: the service units run with it, and the last
+    line (events kept, lost) is what an operator reads in the journal."""
+    proc = run("record", "--quiet", "--out", str(tmp_path), "--port", "1", "--no-gpu", "--duration", "1s")
+    assert proc.returncode == 0, proc.stderr
+    assert "scaletrace: stopped (" in proc.stderr and "lost" in proc.stderr, proc.stderr
+
+
 def test_unknown_netns(tmp_path):
     proc = run("record", "--out", str(tmp_path), "--netns", "no-such-ns-xyz", "--duration", "1s")
     assert proc.returncode == 1

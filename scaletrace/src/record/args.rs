@@ -123,7 +123,8 @@ pub struct RecordArgs {
     #[arg(long, hide = true, value_name = "PID")]
     pub bench_source_pid: Option<u32>,
 
-    /// No live status line.
+    /// No live status line (warnings and the final summary of what was kept and lost are
+    /// still printed).
     #[arg(short, long)]
     pub quiet: bool,
 }

@@ -281,9 +281,8 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
     match (loop_result, finish) {
         (Err(e), _) => Err(e),
         (Ok(stop), Ok(summary)) => {
-            if !args.quiet {
-                eprintln!("scaletrace: stopped ({stop}); {summary}");
-            }
+            // Even with --quiet: what was kept and lost is the one line a service's log needs.
+            eprintln!("scaletrace: stopped ({stop}); {summary}");
             Ok(())
         }
         (Ok(_), Err(e)) => Err(e),
