@@ -289,6 +289,39 @@ def test_printed_sql_runs_in_another_duckdb_with_the_same_findings(tmp_path):
         assert r[4] == pytest.approx(f["score"], rel=1e-6)
 
 
+def test_the_printed_sql_reads_the_same_files_from_any_directory(tmp_path):
+    """`sql` was given a relative path and printed it as it was: the notebook that ran the
+    script elsewhere read nothing. The views name absolute paths."""
+    data = os.path.join(os.path.dirname(__file__), "data", "slow-rank-last-step")
+    script = subprocess.run([BIN, "sql", "fleet"], capture_output=True, text=True, check=True,
+                            cwd=data).stdout
+    elsewhere = tmp_path / "notebook"
+    elsewhere.mkdir()
+    here = os.getcwd()
+    try:
+        os.chdir(elsewhere)
+        con = duckdb.connect()
+        con.execute(script)
+        flows = con.execute("SELECT count(*) FROM flows").fetchone()[0]
+    finally:
+        os.chdir(here)
+    assert flows > 0
+
+
+def test_a_report_that_cannot_be_written_is_refused_before_the_analysis(tmp_path):
+    """The analysis of a fleet takes minutes: a report path that is a directory, or in one that
+    does not exist, is refused first, naming the path given (not a temporary file)."""
+    data = os.path.join(os.path.dirname(__file__), "data", "slow-rank-last-step", "fleet")
+    for report, why in ((tmp_path, "is a directory"), (tmp_path / "no" / "r.html", "no directory")):
+        proc = subprocess.run([BIN, "analyze", data, "--report", str(report)], capture_output=True, text=True)
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.strip().splitlines() == [f"scaletrace: error: {proc.stderr.split('error: ', 1)[1].strip()}"]
+        assert why in proc.stderr and str(report) in proc.stderr and ".partial" not in proc.stderr, proc.stderr
+    proc = subprocess.run([BIN, "analyze", data, "--no-report", "--json", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 1 and "is a directory" in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_tie_between_nodes_is_blamed_the_same_way_whatever_the_order(tmp_path):
     """Blame on a tie must not depend on the order DuckDB's threads aggregate rows in: an
     arbitrary pick among tied nodes made two analyses of one recorded run name 123 and 124

@@ -111,6 +111,36 @@ fn temporary_name(path: &Path) -> PathBuf {
     ))
 }
 
+/// Whether [`write_atomically`] can write `path`, checked before long work whose result it will
+/// hold: not a directory, in a directory that exists, where a file can be created (one is,
+/// and removed at once). The error names `path`, not the temporary file.
+pub fn check_writable(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        bail!("{} is a directory: give a file name", path.display());
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        bail!(
+            "cannot write {}: no directory {}",
+            path.display(),
+            dir.display()
+        );
+    }
+    let probe = temporary_name(path);
+    create_new(&probe).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot write {}: {}",
+            path.display(),
+            e.root_cause().to_string().trim_end_matches('.')
+        )
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
 /// Writes `bytes` to a new temporary file beside `path` (see [`create_new`]), then renames it
 /// over `path`, so a reader never sees half of it.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {

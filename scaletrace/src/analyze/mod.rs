@@ -658,6 +658,15 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
 
 fn analyze(args: AnalyzeArgs) -> Result<()> {
     let started = std::time::Instant::now();
+    // Before the analysis, which can take minutes on a fleet: a report that cannot be written
+    // would waste them.
+    let outputs = args
+        .json
+        .iter()
+        .chain((!args.no_report).then_some(&args.report));
+    for path in outputs {
+        crate::atomic_file::check_writable(path)?;
+    }
     let baseline = read_baseline(
         &args.baseline,
         args.window,

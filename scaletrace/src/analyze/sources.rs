@@ -73,11 +73,14 @@ pub fn discover(paths: &[String]) -> Result<Sources> {
     let tables = catalog();
     let mut sources = Sources::default();
     for arg in paths {
-        let path = PathBuf::from(arg);
+        // Absolute, so the script `sql` prints reads the same files from any directory.
+        let path = std::path::absolute(arg).unwrap_or_else(|_| PathBuf::from(arg));
         if path.exists() {
             add_path(&path, &tables, &mut sources)?;
         } else if is_glob(arg) {
-            let matches = glob::glob(arg).with_context(|| format!("bad glob pattern {arg}"))?;
+            let pattern = path.display().to_string();
+            let matches =
+                glob::glob(&pattern).with_context(|| format!("bad glob pattern {arg}"))?;
             let mut any = false;
             for m in matches.filter_map(|m| m.ok()) {
                 any = true;
