@@ -53,6 +53,27 @@ def test_quiet_still_prints_what_was_kept_and_lost(tmp_path):
     assert "scaletrace: stopped (" in proc.stderr and "lost" in proc.stderr, proc.stderr
 
 
+def test_a_second_recorder_into_the_same_out_is_refused(tmp_path):
+    """Two recorders on one host writing one --out both succeeded and recorded every flow,
+    NIC counter and GPU sample twice; analyze then counted them twice. The second is refused
+    while the first runs, and the directory serves the next run once the first has ended."""
+    out = tmp_path / "out"
+    first = Recorder(out, "--port", "1", "--no-gpu")
+    second = run("record", "--out", str(out), "--port", "1", "--no-gpu", "--duration", "1s")
+    assert second.returncode == 1
+    line = error_line(second)
+    assert f"another scaletrace record (pid {first.proc.pid}) is writing to {out}" in line, line
+    assert first.stop() == 0, first.stderr
+    assert len(list((out / "capture").glob("*.parquet"))) == 1
+    again = run("record", "--out", str(out), "--port", "1", "--no-gpu", "--duration", "1s")
+    assert again.returncode == 0, again.stderr
+    assert len(list((out / "capture").glob("*.parquet"))) == 2
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    proc = run("record", "--out", str(afile), "--duration", "1s")
+    assert proc.returncode == 1 and f"--out {afile} is not a directory" in error_line(proc)
+
+
 def test_unknown_netns(tmp_path):
     proc = run("record", "--out", str(tmp_path), "--netns", "no-such-ns-xyz", "--duration", "1s")
     assert proc.returncode == 1

@@ -54,6 +54,52 @@ pub fn create_dir_safely(root: &Path, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// An exclusive claim on a directory, held for a process's life: a lock file in it, locked
+/// with flock. The kernel drops the lock when the process dies, however it dies, so a stale
+/// lock file never blocks a restart; the file holds the holder's pid, for the message only.
+pub struct DirLock {
+    _file: File,
+}
+
+impl DirLock {
+    /// Takes the lock `name` in `dir` (which must exist), or fails with `busy(" (pid N)")`.
+    pub fn take(dir: &Path, name: &str, busy: impl FnOnce(&str) -> String) -> Result<DirLock> {
+        use std::io::{Read as _, Seek as _};
+        let path = dir.join(name);
+        // O_NOFOLLOW: as root, a link planted at this name must not be opened (and truncated).
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .with_context(|| format!("opening the lock {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                let holder = holder.trim();
+                let holder = if holder.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (pid {holder})")
+                };
+                bail!("{}", busy(&holder));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("locking {}", path.display()))
+            }
+        }
+        file.set_len(0)?;
+        file.rewind()?;
+        writeln!(file, "{}", std::process::id())?;
+        Ok(DirLock { _file: file })
+    }
+}
+
 /// Whether users other than the owner may create and rename files in `dir` (group- or
 /// world-writable): there, as root, only names created new are safe, and the data can still be
 /// tampered with after it is written.

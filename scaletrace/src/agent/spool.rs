@@ -47,54 +47,19 @@ fn ours<'a>(
 
 /// An exclusive claim on this host's part of a spool, held for the agent's life: a second agent
 /// started on the same spool would otherwise remove the first one's open files as leftovers of a
-/// crash and evict its completed ones. The kernel drops the lock when the process dies, however
-/// it dies, so a stale lock file never blocks a restart.
-pub struct SpoolLock {
-    _file: std::fs::File,
-}
+/// crash and evict its completed ones (see [`atomic_file::DirLock`]).
+pub type SpoolLock = crate::atomic_file::DirLock;
 
 /// Takes the spool lock (`.scaletrace-agent.<host>.lock` in `root`), or says which process
 /// holds it.
 pub fn lock(root: &Path, host: &str) -> Result<SpoolLock> {
-    use std::{
-        io::{Read as _, Seek as _, Write as _},
-        os::unix::fs::OpenOptionsExt as _,
-    };
-    let path = root.join(format!(
-        ".scaletrace-agent.{}.lock",
-        layout::partition_value(host)
-    ));
-    // O_NOFOLLOW: as root, a link planted at this name must not be opened (and truncated below).
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-        .with_context(|| format!("opening the spool lock {}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let mut holder = String::new();
-            let _ = file.read_to_string(&mut holder);
-            let holder = holder.trim();
-            bail!(
-                "another scaletrace agent{} is already using the spool {} for host {host}: stop it or give this one another --out",
-                if holder.is_empty() { String::new() } else { format!(" (pid {holder})") },
-                root.display()
-            );
-        }
-        Err(std::fs::TryLockError::Error(e)) => {
-            return Err(e).with_context(|| format!("locking {}", path.display()))
-        }
-    }
-    // The holder's pid, for the message above; the lock is what counts, not this content.
-    file.set_len(0)?;
-    file.rewind()?;
-    writeln!(file, "{}", std::process::id())?;
-    Ok(SpoolLock { _file: file })
+    let name = format!(".scaletrace-agent.{}.lock", layout::partition_value(host));
+    crate::atomic_file::DirLock::take(root, &name, |holder| {
+        format!(
+            "another scaletrace agent{holder} is already using the spool {} for host {host}: stop it or give this one another --out",
+            root.display()
+        )
+    })
 }
 
 /// Removes this host's `part-*.parquet.partial` files (a killed run's open interval: without a

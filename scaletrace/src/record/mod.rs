@@ -95,6 +95,11 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
     };
 
     // Create the output first: a bad --out must fail before anything is attached.
+    let _out_lock = match &housekeeping {
+        // (the agent holds its own lock on its spool)
+        Some(_) => None,
+        None => Some(lock_out(&args.out, &node.hostname)?),
+    };
     let nic_sysfs = (!args.nic_interval.is_zero()).then_some(args.sysfs_root.as_path());
     let interfaces = crate::interfaces::list(&node.hostname, &run_id, &args.sysfs_root);
     let layout = match &housekeeping {
@@ -287,6 +292,27 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
         }
         (Ok(_), Err(e)) => Err(e),
     }
+}
+
+/// Creates `--out` and claims it for this run: two recorders on one host writing the same
+/// directory record the same flows, NIC counters and GPU samples twice, and `analyze` would
+/// count them all twice.
+fn lock_out(out: &std::path::Path, host: &str) -> Result<crate::atomic_file::DirLock> {
+    if out.exists() && !out.is_dir() {
+        bail!("--out {} is not a directory", out.display());
+    }
+    std::fs::create_dir_all(out)
+        .map_err(|e| anyhow::anyhow!("--out {}: cannot create it: {e}", out.display()))?;
+    let name = format!(
+        ".scaletrace-record.{}.lock",
+        crate::layout::partition_value(host)
+    );
+    crate::atomic_file::DirLock::take(out, &name, |holder| {
+        format!(
+            "another scaletrace record{holder} is writing to {} on this host: both would record the same flows twice; give this one another --out",
+            out.display()
+        )
+    })
 }
 
 /// `Housekeeping::finish` on a blocking thread while this one listens for a second SIGINT,
