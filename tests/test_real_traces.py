@@ -458,3 +458,20 @@ def test_printed_sql_runs_on_a_real_recording(net, tmp_path):
     # first sample): some, never more than were sent
     assert windows[0] > 0 and 0 < windows[1] <= 1.01 * size
     con.execute("SELECT * FROM findings").fetchall()
+
+
+def test_a_trace_and_a_capture_of_different_times_are_said_not_to_overlap(imported, tmp_path):
+    """A 2022 trace analyzed beside a 2026 capture was read as one job without a word: the
+    network categories said "nothing found" where nothing could be tied. The analysis says the
+    two do not overlap; the recording whose trace and capture do overlap gets no such line."""
+    data = os.path.join(HERE, "data", "slow-rank-last-step", "fleet")
+    capture = tmp_path / "capture"
+    for table in ("flows", "flow_windows", "capture"):
+        shutil.copytree(os.path.join(data, "node0", table), capture / table)
+    proc = run("analyze", str(capture), str(imported / "v100"), "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if "do not overlap in time" in l and "network capture" in l]
+    assert len(lines) == 1 and lines[0].startswith("scaletrace: not matched: the timelines (2022-"), proc.stderr
+    assert "and the network capture (2026-" in lines[0], lines[0]
+    proc = run("analyze", data, "--no-report")
+    assert proc.returncode == 0 and "network capture" not in proc.stderr, proc.stderr

@@ -535,7 +535,12 @@ SELECT printf('%d %s operations (%s): %d not on every rank, %d more than once on
               steps, collective, source, not_on_every_rank, repeated, not_overlapping)
 FROM st_collective_refused
 -- a trace cut at its edges leaves a partial step or two: not worth a line
-WHERE not_on_every_rank > 2 OR repeated > 0 OR not_overlapping > 0";
+WHERE not_on_every_rank > 2 OR repeated > 0 OR not_overlapping > 0
+UNION ALL
+SELECT printf('the timelines (%s .. %s UTC) and the network capture (%s .. %s UTC) do not overlap in time: no network observation can be tied to a training step (a trace and a capture of different runs?)',
+              strftime(timeline_first, '%Y-%m-%d %H:%M:%S'), strftime(timeline_last, '%Y-%m-%d %H:%M:%S'),
+              strftime(network_first, '%Y-%m-%d %H:%M:%S'), strftime(network_last, '%Y-%m-%d %H:%M:%S'))
+FROM st_timeline_network_apart";
 
 /// The first `top` findings with their position, and how many more the report has.
 fn print_ranked(err: &mut impl std::io::Write, ranked: &[(i64, &Finding)], top: usize, what: &str) {

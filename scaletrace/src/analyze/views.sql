@@ -484,6 +484,20 @@ WHERE NOT r.rank_at_moment
    OR (NOT t.at_moment AND t.pid IS NOT NULL AND len(coalesce(r.job_pids, [])) > 0
        AND NOT list_contains(r.job_pids, t.pid));
 
+-- Timelines and a network capture read together but of different times (another day's trace
+-- beside today's capture): no network observation can be tied to a training step, and the
+-- categories that join them would only say "nothing found". One row when they do not overlap.
+CREATE OR REPLACE VIEW st_timeline_network_apart AS
+WITH t AS (SELECT min(ts) AS first, max(ts + to_microseconds(dur_ns // 1000)) AS last
+           FROM gpu_events WHERE coalesce(time_aligned, true)),
+n AS (SELECT min(first) AS first, max(last) AS last FROM (
+          SELECT min(start) AS first, max(coalesce("end", start)) AS last FROM flows
+          UNION ALL SELECT min(ts), max(ts) FROM rtt
+          UNION ALL SELECT min(ts), max(ts + to_microseconds((window_ns // 1000)::BIGINT)) FROM flow_windows))
+SELECT t.first AS timeline_first, t.last AS timeline_last, n.first AS network_first, n.last AS network_last
+FROM t, n
+WHERE t.first IS NOT NULL AND n.first IS NOT NULL AND (t.last < n.first OR t.first > n.last);
+
 -- The job's timeline events: every imported event but those of refused traces (a rank's
 -- steps, own time and lanes would otherwise mix two runs' ProfilerStep#N).
 CREATE OR REPLACE VIEW st_event AS
