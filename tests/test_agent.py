@@ -266,6 +266,12 @@ def test_config_file_health_files_and_bad_settings(net, tmp_path):
     rotations = families["scaletrace_rotations"].samples[0]
     assert rotations.labels == {"host": status["host"]} and rotations.value == status["rotations_total"]
     assert {p.name.split("=")[1] for p in spool.glob("table=*")} >= {"capture", "interfaces"}
+    # the files the agent leaves as it stops say so, with the run's totals: they stay behind and
+    # node_exporter goes on exporting them (they said 0 files completed beside 19 in the spool)
+    assert status["running"] is False and families["scaletrace_running"].samples[0].value == 0
+    completed = len(list(spool.rglob("*.parquet")))
+    assert status["files_completed_total"] == completed == status["spool_files"], status
+    assert families["scaletrace_files_completed"].samples[0].value == completed
 
     config.write_text('rotate_intervl = "5m"\n')
     for args, expected in [

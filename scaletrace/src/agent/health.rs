@@ -14,6 +14,9 @@ pub struct Health {
     pub host: String,
     pub run_id: String,
     pub updated_utc: String,
+    /// false in the files the agent writes as it stops: they stay behind, and node_exporter
+    /// goes on exporting the last ones.
+    pub running: bool,
     pub uptime_s: f64,
     pub events_total: u64,
     pub events_per_s: f64,
@@ -80,7 +83,13 @@ impl Health {
     /// period, where a registry's counters only count up.
     pub fn prometheus(&self) -> String {
         let labels = format!("host=\"{}\"", label_value(&self.host));
-        let metrics: [(&str, &str, f64, &str); 19] = [
+        let metrics: [(&str, &str, f64, &str); 20] = [
+            (
+                "scaletrace_running",
+                "gauge",
+                f64::from(u8::from(self.running)),
+                "1 while the agent records; 0 in the files it leaves when it stops.",
+            ),
             (
                 "scaletrace_uptime_seconds",
                 "gauge",
@@ -229,7 +238,7 @@ mod tests {
             "# TYPE scaletrace_events_total counter\nscaletrace_events_total{host=\"n1\"} 42\n"
         ));
         assert!(text.contains("scaletrace_last_upload_timestamp_seconds{host=\"n1\"} 1796248800\n"));
-        assert_eq!(text.matches("# HELP").count(), 19);
+        assert_eq!(text.matches("# HELP").count(), 20);
         assert!(text.contains("scaletrace_flows_untracked_total{host=\"n1\"} 0\n"));
         // a hostname is the kernel's to set: any byte but NUL may be in it
         let odd = Health {

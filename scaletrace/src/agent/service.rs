@@ -15,7 +15,7 @@ use super::{
 use crate::{
     clock::now_ns,
     hooks::Hooks,
-    record::{Housekeeping, KernelCounters, KernelTables, Session, Sinks},
+    record::{Housekeeping, KernelCounters, KernelTables, RunTotals, Session, Sinks},
 };
 
 const HEALTH_EVERY: Duration = Duration::from_secs(2);
@@ -84,6 +84,7 @@ impl Service {
             run_id: run_id.into(),
             leftovers_removed: run.leftovers_removed,
             upload_target,
+            running: true,
             ..Default::default()
         };
         Ok(Service {
@@ -223,9 +224,24 @@ impl Housekeeping for Service {
         self.spool.abort_handle()
     }
 
-    /// Uploads what is left (up to --drain-timeout) and writes the last health files.
-    fn finish(mut self: Box<Self>) -> String {
+    /// Uploads what is left (up to --drain-timeout) and writes the last health files, with
+    /// the run's totals and `running` off (node_exporter keeps exporting the last textfile).
+    fn finish(mut self: Box<Self>, totals: Option<&RunTotals>) -> String {
         let stats = self.spool.finish(self.settings.drain_timeout);
+        if let Some(t) = totals {
+            let h = &mut self.health;
+            h.events_total = t.events;
+            h.decode_errors_total = t.decode_errors;
+            h.ring_drops_total = t.ring_drops;
+            h.flows_untracked_total = t.untracked_flows;
+            h.rows_lost_disk_full_total = t.rows_lost_disk_full;
+            h.flows_total = t.flows;
+            h.rtt_samples_total = t.rtt_samples;
+            h.retransmits_total = t.retransmits;
+            h.files_completed_total = t.files_closed;
+        }
+        self.health.running = false;
+        self.health.events_per_s = 0.0;
         self.health.add_spool(&stats);
         self.health.rotations_total = self.rotations;
         self.health.uptime_s = self.started.elapsed().as_secs_f64();

@@ -8,7 +8,7 @@ use anyhow::Result;
 use aya::maps::{MapData, RingBuf};
 
 use super::{
-    sinks::{ring_records, Sinks},
+    sinks::{ring_records, RunTotals, Sinks},
     KernelCounters, KernelTables,
 };
 use crate::hooks::Hooks;
@@ -39,9 +39,9 @@ pub trait Housekeeping: Send {
     /// Notified to cut `finish` short (a second signal during the last uploads).
     fn abort_handle(&self) -> Arc<tokio::sync::Notify>;
 
-    /// After the last files are written: what is left to do (uploads), and a summary for the
-    /// run's last line.
-    fn finish(self: Box<Self>) -> String;
+    /// After the last files are written (`totals`: what the run wrote and lost, none when
+    /// finishing failed): what is left to do (uploads), and a summary for the run's last line.
+    fn finish(self: Box<Self>, totals: Option<&RunTotals>) -> String;
 }
 
 /// Starts the housekeeping of a run, once the recorder knows its session. A recorder with

@@ -22,7 +22,7 @@ use housekeeping::Rotation;
 pub use housekeeping::{Housekeeping, Session, StartHousekeeping};
 pub use kernel_tables::{KernelCounters, KernelMaps, KernelTables};
 use sinks::ring_records;
-pub use sinks::Sinks;
+pub use sinks::{RunTotals, Sinks};
 use status::StatusLine;
 
 use crate::{
@@ -268,6 +268,8 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
         }
     }
     let finish = gpu_push.and(sinks.finish(ring_records(&mut ring), &mut maps, &hooks));
+    let totals = finish.as_ref().ok().map(|end| end.totals);
+    let finish = finish.map(|end| end.summary);
     let gpu_finish = gpus.map(|g| g.finish());
     let finish = match (finish, gpu_finish) {
         (Ok(summary), Some(Ok(gpu))) => Ok(format!("{summary}; {gpu}")),
@@ -278,7 +280,7 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
     // that at once (an unreachable store must not hold a node's shutdown for --drain-timeout).
     let finish = match housekeeping {
         Some(h) => {
-            let uploaded = runtime.block_on(finish_housekeeping(h, &mut signals));
+            let uploaded = runtime.block_on(finish_housekeeping(h, totals, &mut signals));
             finish.map(|summary| format!("{summary}; {uploaded}"))
         }
         None => finish,
@@ -317,9 +319,13 @@ fn lock_out(out: &std::path::Path, host: &str) -> Result<crate::atomic_file::Dir
 
 /// `Housekeeping::finish` on a blocking thread while this one listens for a second SIGINT,
 /// SIGTERM or SIGHUP, which cuts the upload short.
-async fn finish_housekeeping(housekeeping: Box<dyn Housekeeping>, signals: &mut Signals) -> String {
+async fn finish_housekeeping(
+    housekeeping: Box<dyn Housekeeping>,
+    totals: Option<sinks::RunTotals>,
+    signals: &mut Signals,
+) -> String {
     let abort = housekeeping.abort_handle();
-    let mut finishing = tokio::task::spawn_blocking(move || housekeeping.finish());
+    let mut finishing = tokio::task::spawn_blocking(move || housekeeping.finish(totals.as_ref()));
     let second = tokio::select! {
         done = &mut finishing => return done.unwrap_or_else(|e| format!("upload worker failed: {e}")),
         _ = signals.sigint.recv() => "SIGINT",

@@ -809,7 +809,7 @@ impl Sinks {
         records: impl IntoIterator<Item = Result<Event>>,
         tables: &mut dyn KernelTables,
         hooks: &Hooks,
-    ) -> Result<String> {
+    ) -> Result<RunEnd> {
         let mut first_error: Option<anyhow::Error> = None;
         let mut note = |r: Result<()>| {
             if let Err(e) = r {
@@ -878,11 +878,42 @@ impl Sinks {
         if let Err(e) = capture {
             note(Err(e));
         }
+        let totals = RunTotals {
+            events: self.accounting.events,
+            decode_errors: self.accounting.decode_errors,
+            ring_drops,
+            untracked_flows: counters.untracked_flows(),
+            rows_lost_disk_full: self.accounting.rows_lost_disk_full,
+            flows: self.closed.flows,
+            rtt_samples: self.closed.rtt,
+            retransmits: self.closed.retransmits,
+            files_closed: self.files_closed,
+        };
         match first_error {
             Some(e) => Err(e),
-            None => Ok(summary),
+            None => Ok(RunEnd { summary, totals }),
         }
     }
+}
+
+/// What a finished run wrote and lost: the run's last line, and its totals (for the agent's
+/// last health files).
+pub struct RunEnd {
+    pub summary: String,
+    pub totals: RunTotals,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct RunTotals {
+    pub events: u64,
+    pub decode_errors: u64,
+    pub ring_drops: u64,
+    pub untracked_flows: u64,
+    pub rows_lost_disk_full: u64,
+    pub flows: u64,
+    pub rtt_samples: u64,
+    pub retransmits: u64,
+    pub files_closed: u64,
 }
 
 /// The records the ring buffer holds now, each decoded straight from its slot (the event is
@@ -1200,7 +1231,7 @@ mod tests {
             !kernel.flows.contains_key(&2),
             "a swept flow leaves the kernel table"
         );
-        let summary = sinks
+        let end = sinks
             .finish(records(&[rtt(1, 90)]), &mut kernel, &Hooks::default())
             .unwrap();
 
@@ -1215,9 +1246,18 @@ mod tests {
         assert_eq!(column(dir.path(), "capture", "rtt_samples"), [4]);
         assert_eq!(column(dir.path(), "capture", "decode_errors"), [1]);
         assert!(
-            summary.starts_with("3 flows (1 still open), 4 RTT samples"),
-            "{summary}"
+            end.summary.starts_with("3 flows (1 still open), 4 RTT samples"),
+            "{}",
+            end.summary
         );
+        // what the agent's last health files say
+        let t = end.totals;
+        assert_eq!((t.flows, t.rtt_samples, t.decode_errors), (3, 4, 1));
+        let files = walkdir::WalkDir::new(dir.path())
+            .into_iter()
+            .filter(|e| e.as_ref().unwrap().path().extension() == Some("parquet".as_ref()))
+            .count();
+        assert_eq!(t.files_closed as usize, files);
     }
 
     #[test]
