@@ -17,6 +17,8 @@ pub struct Sources {
     pub patterns: BTreeMap<&'static str, BTreeSet<String>>,
     /// table -> number of files
     pub files: BTreeMap<&'static str, usize>,
+    /// Files left out: not whole Parquet files (truncated: a partial copy or download).
+    pub skipped: Vec<PathBuf>,
 }
 
 impl Sources {
@@ -47,6 +49,28 @@ fn is_glob(s: &str) -> bool {
 
 fn is_parquet(p: &Path) -> bool {
     p.extension().is_some_and(|e| e == "parquet")
+}
+
+/// Whether `file` can be a whole Parquet file: `PAR1` at both ends, with room for a footer.
+/// One truncated file (a copy or download cut short) made DuckDB refuse the whole analysis;
+/// such a file is left out and named instead. (scaletrace's own writers never leave one: they
+/// write under `.partial` names and rename a finished file.)
+fn is_whole_parquet(file: &Path) -> bool {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let check = || -> std::io::Result<bool> {
+        let mut f = std::fs::File::open(file)?;
+        let len = f.metadata()?.len();
+        if len < 12 {
+            return Ok(false);
+        }
+        let (mut head, mut tail) = ([0u8; 4], [0u8; 4]);
+        f.read_exact(&mut head)?;
+        f.seek(SeekFrom::End(-4))?;
+        f.read_exact(&mut tail)?;
+        Ok(&head == b"PAR1" && &tail == b"PAR1")
+    };
+    // one that cannot be read is DuckDB's to report, with its reason
+    check().unwrap_or(true)
 }
 
 /// `path` as a DuckDB glob that matches only itself: DuckDB globs every file name it is given,
@@ -98,6 +122,14 @@ pub fn discover(paths: &[String]) -> Result<Sources> {
             bail!("{arg}: no such file or directory{default}");
         }
     }
+    if let Some(first) = sources.skipped.first() {
+        log::warn!(
+            "left out {} file(s) that are not whole Parquet files (truncated: a copy or download cut short?): {}{}",
+            sources.skipped.len(),
+            first.display(),
+            if sources.skipped.len() > 1 { ", ..." } else { "" }
+        );
+    }
     if sources.total_files() == 0 {
         bail!(
             "no scaletrace tables under {} (expected e.g. DIR/flows/*.parquet from `scaletrace record --out DIR`)",
@@ -126,6 +158,10 @@ fn literal_file(file: &Path) -> Result<String> {
 fn add_path(path: &Path, tables: &[TableInfo], sources: &mut Sources) -> Result<()> {
     if path.is_file() {
         if let Some(t) = table_of(path, tables).filter(|_| is_parquet(path)) {
+            if !is_whole_parquet(path) {
+                sources.skipped.push(path.to_path_buf());
+                return Ok(());
+            }
             sources
                 .patterns
                 .entry(t.name)
@@ -152,10 +188,16 @@ fn add_path(path: &Path, tables: &[TableInfo], sources: &mut Sources) -> Result<
             continue;
         }
         if let Some(t) = table_of(file, tables) {
-            found.push((t.name, file.to_path_buf()));
+            if is_whole_parquet(file) {
+                found.push((t.name, file.to_path_buf()));
+            } else {
+                sources.skipped.push(file.to_path_buf());
+            }
         }
     }
+    // a glob would read the files left out: name the others
     let by_name = through_link
+        || sources.skipped.iter().any(|f| f.starts_with(path))
         || found
             .iter()
             .any(|(_, f)| f.display().to_string().contains('\\'));

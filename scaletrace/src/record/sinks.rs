@@ -1246,7 +1246,8 @@ mod tests {
         assert_eq!(column(dir.path(), "capture", "rtt_samples"), [4]);
         assert_eq!(column(dir.path(), "capture", "decode_errors"), [1]);
         assert!(
-            end.summary.starts_with("3 flows (1 still open), 4 RTT samples"),
+            end.summary
+                .starts_with("3 flows (1 still open), 4 RTT samples"),
             "{}",
             end.summary
         );
