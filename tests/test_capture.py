@@ -454,6 +454,44 @@ def test_a_connection_from_an_earlier_run_is_adopted(net, tmp_path):
     assert first.query("SELECT adopted, open_at_end FROM flows WHERE remote_port = 5219") == [(False, True)]
 
 
+# Sends a megabyte, then another when told, and closes only when told again.
+HOLDING_CLIENT = PAUSING_CLIENT.replace("c.close()\nprint('done', flush=True)",
+                                        "print('sent again', flush=True)\nsys.stdin.readline()\nc.close()")
+
+
+def test_a_connection_that_only_receives_is_adopted(net, tmp_path):
+    """The receiving end of a connection open before the run (NCCL's socket transport sends
+    each way on its own connection) gets no RTT callback: adopted at its next ACK, it was never
+    adopted, and a capture that ended before the connection did had no row for it, though it
+    took in megabytes. It is adopted at its next incoming segment."""
+    server = Server(net, 5228)
+    client = subprocess.Popen(["ip", "netns", "exec", net.a, sys.executable, "-c", HOLDING_CLIENT, net.b_ip, "5228"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert client.stdout.readline().strip() == "sent"
+        # the receiving side only: the server's namespace and port
+        rec = Recorder(tmp_path, "--netns", net.b, "--port", "5228")
+        if "iter:tcp not attached" in rec.stderr:
+            assert rec.stop() == 0
+            pytest.skip("this kernel cannot turn on an open connection's callbacks (Linux < 6.12)")
+        client.stdin.write("\n")
+        client.stdin.flush()
+        assert client.stdout.readline().strip() == "sent again"
+        # stopped while the connection is still open
+        assert rec.stop() == 0, rec.stderr
+    finally:
+        client.stdin.write("\n")
+        client.stdin.flush()
+        client.wait(timeout=30)
+    assert server.received() == [2 << 20]
+    rows = rec.query("SELECT local_port, adopted, tracked, open_at_end, bytes_received, bytes_sent FROM flows")
+    assert len(rows) == 1, rows
+    port, adopted, tracked, open_at_end, received, sent = rows[0]
+    # the socket's totals at the end: both megabytes, the one before this run too
+    assert (port, adopted, tracked, open_at_end) == (5228, True, True, True), rows
+    assert received == 2 << 20 and sent <= 1, rows
+
+
 def test_connections_open_before_any_run_are_adopted(net, tmp_path, record_property):
     """A job's connections opened before scaletrace ever ran (no callbacks turned on by anyone):
     the iter/tcp program turns them on at the start, sock_ops adopts each at its next ACK with

@@ -332,7 +332,8 @@ pub struct FlowStats {
     /// at close (sent straight from the close callback).
     pub untracked: u8,
     /// 1 for a connection that was open before this run (its callbacks were enabled by an
-    /// earlier run): tracked from its first ACK in this run, with the socket's totals so far.
+    /// earlier run): tracked from its first segment in this run, with the socket's
+    /// totals so far.
     pub adopted: u8,
     pub _pad: [u8; 4],
     /// Kernel monotonic ns of the first timeout of the current stall; 0 when none is pending.

@@ -1,7 +1,7 @@
 //! `adopt_open_connections` (iter/tcp): run once per network namespace at the start, turns on
 //! the per-socket callbacks of connections opened before it, so sock_ops adopts them.
 use aya_ebpf::{
-    bindings::BPF_SOCK_OPS_RTT_CB_FLAG,
+    bindings::{BPF_SOCK_OPS_RTT_CB_FLAG, BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG},
     helpers::{
         bpf_get_socket_cookie, bpf_getsockopt, bpf_seq_write, bpf_setsockopt, bpf_skc_to_tcp_sock,
     },
@@ -12,11 +12,17 @@ use scaletrace_common::*;
 
 use super::tcp_sockops::OUR_CB_FLAGS;
 
-/// Sockets whose callbacks `adopt_open_connections` turned on, until sock_ops has seen them:
-/// those this run's filters leave out get them turned off again there (the iterator cannot
-/// apply the filters: a sock_common's IPv6 addresses have no fixed offset).
+/// Sockets `adopt_open_connections` turned a callback on for, until sock_ops has seen them,
+/// with what it turned on: `TURNED_ON` our callbacks (where this run's filters leave the
+/// socket out, they are turned off again there: the iterator cannot apply the filters, a
+/// sock_common's IPv6 addresses have no fixed offset), none where they were on already (an
+/// earlier run's: they stay on); `SEGMENT_CB` the callback of the socket's next outgoing
+/// segment, which adopts it (turned off there), where no one had it on.
 #[map]
 pub(crate) static ITER_MARKED: LruHashMap<u64, u8> = LruHashMap::with_max_entries(MAX_FLOWS, 0);
+
+pub(crate) const TURNED_ON: u8 = 1;
+pub(crate) const SEGMENT_CB: u8 = 2;
 
 /// `struct bpf_iter__tcp`, the context of an iter/tcp program (aya-ebpf has no binding).
 #[repr(C)]
@@ -46,8 +52,9 @@ const SKC_STATE_OFFSET: usize = 18;
 /// callbacks on. Read once per network namespace at the start, this turns ours on for every
 /// established connection that has none (one tracked by another run keeps its own), and writes
 /// one byte per connection it tried: `a` turned on, `r` refused (a kernel before 6.12 has no
-/// TCP_BPF_SOCK_OPS_CB_FLAGS in bpf_setsockopt). sock_ops adopts each at its next ACK, with the
-/// filters (`start_flow`, Look::Adopt). Listeners are left alone: their children would inherit
+/// TCP_BPF_SOCK_OPS_CB_FLAGS in bpf_setsockopt). sock_ops adopts each at the next segment it
+/// sends, data or ACK (`on_next_segment`), or at its next RTT update, with the filters
+/// (`start_flow`, Look::Adopt). Listeners are left alone: their children would inherit
 /// the flags, filtered out or not.
 #[unsafe(no_mangle)]
 #[unsafe(link_section = "iter/tcp")]
@@ -79,32 +86,55 @@ pub fn adopt_open_connections(ctx: *mut TcpIterContext) -> i32 {
             4,
         )
     };
-    let outcome: u8 = if read != 0 {
-        b'r'
-    } else if flags as u32 & BPF_SOCK_OPS_RTT_CB_FLAG != 0 {
+    if read != 0 {
+        return write_outcome(meta, b'r');
+    }
+    // Callbacks on already (an earlier run's, or another recorder's): they stay as they are;
+    // else ours go on. Either way the callback of the next segment the socket sends (data or
+    // ACK) is asked for, so that a connection that only receives is adopted too (it gets no
+    // RTT callback); unless someone has it on already (it is theirs, and calls us anyway).
+    let flags = flags as u32;
+    let mut mark = 0;
+    let mut wanted = flags;
+    if flags & BPF_SOCK_OPS_RTT_CB_FLAG == 0 {
+        wanted |= OUR_CB_FLAGS;
+        mark |= TURNED_ON;
+    }
+    if flags & BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG == 0 {
+        wanted |= BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG;
+        mark |= SEGMENT_CB;
+    }
+    if mark == 0 {
         return 0;
-    } else {
-        let mut wanted = (flags as u32 | OUR_CB_FLAGS) as i32;
-        // SAFETY: as for bpf_getsockopt above; `wanted` is a 4-byte local.
-        let set = unsafe {
-            bpf_setsockopt(
-                tp.cast(),
-                SOL_TCP,
-                TCP_BPF_SOCK_OPS_CB_FLAGS,
-                (&mut wanted as *mut i32).cast(),
-                4,
-            )
-        };
-        if set == 0 {
-            // SAFETY: a socket pointer, the argument this helper takes.
-            let cookie = unsafe { bpf_get_socket_cookie(tp.cast()) };
-            let _ = ITER_MARKED.insert(&cookie, &1, 0);
-            b'a'
-        } else {
-            b'r'
-        }
+    }
+    let mut wanted = wanted as i32;
+    // SAFETY: as for bpf_getsockopt above; `wanted` is a 4-byte local.
+    let set = unsafe {
+        bpf_setsockopt(
+            tp.cast(),
+            SOL_TCP,
+            TCP_BPF_SOCK_OPS_CB_FLAGS,
+            (&mut wanted as *mut i32).cast(),
+            4,
+        )
     };
-    // SAFETY: the iterator's seq_file (checked non-null) and one byte of a local.
+    if set == 0 {
+        // SAFETY: a socket pointer, the argument this helper takes.
+        let cookie = unsafe { bpf_get_socket_cookie(tp.cast()) };
+        let _ = ITER_MARKED.insert(&cookie, &mark, 0);
+    }
+    // (counted: the connections whose callbacks were off)
+    match (mark & TURNED_ON, set) {
+        (0, _) => 0,
+        (_, 0) => write_outcome(meta, b'a'),
+        _ => write_outcome(meta, b'r'),
+    }
+}
+
+/// One byte per connection the iterator tried: `a` turned on, `r` refused.
+#[inline(always)]
+fn write_outcome(meta: *mut IterMeta, outcome: u8) -> i32 {
+    // SAFETY: the iterator's seq_file (checked non-null by the caller) and one byte of a local.
     unsafe { bpf_seq_write((*meta).seq, (&outcome as *const u8).cast(), 1) };
     0
 }

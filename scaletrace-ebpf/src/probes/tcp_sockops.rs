@@ -3,10 +3,11 @@
 //! buffer), sends sampled RTT snapshots, and a flow-end record at close.
 use aya_ebpf::{
     bindings::{
-        BPF_F_NO_PREALLOC, BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB, BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB,
-        BPF_SOCK_OPS_RETRANS_CB, BPF_SOCK_OPS_RETRANS_CB_FLAG, BPF_SOCK_OPS_RTO_CB,
-        BPF_SOCK_OPS_RTO_CB_FLAG, BPF_SOCK_OPS_RTT_CB, BPF_SOCK_OPS_RTT_CB_FLAG,
-        BPF_SOCK_OPS_STATE_CB, BPF_SOCK_OPS_STATE_CB_FLAG, BPF_SOCK_OPS_TCP_CONNECT_CB,
+        BPF_F_NO_PREALLOC, BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB, BPF_SOCK_OPS_HDR_OPT_LEN_CB,
+        BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB, BPF_SOCK_OPS_RETRANS_CB, BPF_SOCK_OPS_RETRANS_CB_FLAG,
+        BPF_SOCK_OPS_RTO_CB, BPF_SOCK_OPS_RTO_CB_FLAG, BPF_SOCK_OPS_RTT_CB,
+        BPF_SOCK_OPS_RTT_CB_FLAG, BPF_SOCK_OPS_STATE_CB, BPF_SOCK_OPS_STATE_CB_FLAG,
+        BPF_SOCK_OPS_TCP_CONNECT_CB, BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG,
     },
     helpers::{
         bpf_get_netns_cookie, bpf_get_socket_cookie, bpf_probe_read_kernel, bpf_skc_to_tcp_sock,
@@ -19,7 +20,7 @@ use aya_ebpf::{
 use aya_log_ebpf::debug;
 use scaletrace_common::*;
 
-use super::tcp_adopt::ITER_MARKED;
+use super::tcp_adopt::{ITER_MARKED, SEGMENT_CB, TURNED_ON};
 use crate::{
     emit::{count, emit_in_place, now_ns},
     filter::{cidr_matches, port_matches},
@@ -163,6 +164,7 @@ fn handle_sockops(ctx: &SockOpsContext) -> Result<(), i64> {
         }
         BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB => start_flow(ctx, DIRECTION_PASSIVE, Look::First),
         BPF_SOCK_OPS_RTT_CB => on_rtt(ctx),
+        BPF_SOCK_OPS_HDR_OPT_LEN_CB => on_next_segment(ctx),
         BPF_SOCK_OPS_RETRANS_CB => on_retransmit(ctx),
         BPF_SOCK_OPS_RTO_CB => on_rto(ctx),
         BPF_SOCK_OPS_STATE_CB => {
@@ -186,6 +188,50 @@ enum Look {
     /// an ACK of a socket whose callbacks an earlier run enabled (an agent restart or upgrade
     /// while a job runs): the connection is older than this run
     Adopt,
+}
+
+/// The socket is sending a segment (data or an ACK: the kernel asks how much header option
+/// space the program wants, and it wants none), and this run's iterator asked for this
+/// callback: adopt it now. A connection that only receives (NCCL's socket transport sends each
+/// way on its own connection) gets no RTT callback, so adopted at its next RTT update it was
+/// never adopted: an agent restarted under a job lost the receiving side of its traffic. The
+/// callback is turned off here at once, whoever adopts the socket (incoming segments were no
+/// use: the kernel's fast path for in-order data skips their callback).
+#[inline(always)]
+fn on_next_segment(ctx: &SockOpsContext) -> Result<(), i64> {
+    let cookie = socket_cookie(ctx);
+    // SAFETY: only whether the entry exists is read, not the entry.
+    if unsafe { ITER_MARKED.get(&cookie) }.is_none() {
+        return Ok(());
+    }
+    // SAFETY: only whether the entry exists is read, not the entry.
+    if unsafe { FLOWS.get(cookie) }.is_some() {
+        forget_iter_mark(ctx, cookie, 0);
+        return Ok(());
+    }
+    start_flow(ctx, 0, Look::Adopt)
+}
+
+/// The iterator's work on this socket is done (adopted, or left out by the filters): its mark
+/// goes, with the callback of the next segment if it turned that on, and `ours` (our callbacks,
+/// for a socket the filters leave out) if it turned those on.
+#[inline(always)]
+fn forget_iter_mark(ctx: &SockOpsContext, cookie: u64, ours: u32) {
+    // SAFETY: a one-byte value copied out at once.
+    let Some(mark) = unsafe { ITER_MARKED.get(&cookie) }.copied() else {
+        return;
+    };
+    let _ = ITER_MARKED.remove(&cookie);
+    let mut off = 0;
+    if mark & SEGMENT_CB != 0 {
+        off |= BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG;
+    }
+    if mark & TURNED_ON != 0 {
+        off |= ours;
+    }
+    if off != 0 {
+        let _ = ctx.set_cb_flags((ctx.cb_flags() & !off) as i32);
+    }
 }
 
 /// This program's per-socket callbacks.
@@ -229,12 +275,7 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
         Err(tuple) => {
             if look == Look::Adopt {
                 // this run's iterator turned its callbacks on without knowing the filters
-                let cookie = socket_cookie(ctx);
-                // SAFETY: only whether the entry exists is read, not the entry.
-                if unsafe { ITER_MARKED.get(&cookie) }.is_some() {
-                    let _ = ITER_MARKED.remove(&cookie);
-                    let _ = ctx.set_cb_flags((ctx.cb_flags() & !OUR_CB_FLAGS) as i32);
-                }
+                forget_iter_mark(ctx, socket_cookie(ctx), OUR_CB_FLAGS);
             }
             // (a flow another recorder enabled, that this one's filters leave out, comes here
             // at each of its ACKs: its callbacks stay on, they are that recorder's)
@@ -286,7 +327,7 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
     );
     let _ = TRACKED.insert(tuple, cookie, 0);
     if look == Look::Adopt {
-        let _ = ITER_MARKED.remove(&cookie);
+        forget_iter_mark(ctx, cookie, 0);
     }
     // Only matching flows pay for the per-ACK callbacks.
     ctx.set_cb_flags((ctx.cb_flags() | OUR_CB_FLAGS) as i32)

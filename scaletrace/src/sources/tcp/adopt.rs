@@ -4,8 +4,8 @@
 //! connections opened at its start would be invisible to an agent restarted or upgraded under
 //! it. At the start, the `adopt_open_connections` iter/tcp program is run once in every network
 //! namespace the recorder watches; it turns the callbacks on, and sock_ops adopts each
-//! connection at its next ACK, with the filters and the socket's totals so far
-//! (`flows.adopted`).
+//! connection at its next segment (a connection that only receives included), with the
+//! filters and the socket's totals so far (`flows.adopted`).
 use std::{
     collections::HashSet,
     io::Read as _,

@@ -199,7 +199,7 @@ pub fn adopt_open_connections(ebpf: &mut Ebpf, netns: Option<&Path>, hooks: &mut
                 return;
             }
             log::info!(
-                "adopting connections open before the start: {} in {} network namespace(s){}, recorded from their next ACK if the filters keep them",
+                "adopting connections open before the start: {} in {} network namespace(s){}, recorded from their next segment if the filters keep them",
                 a.connections,
                 a.namespaces,
                 if a.failed.is_empty() {
