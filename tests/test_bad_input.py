@@ -105,6 +105,14 @@ def test_without_privileges_the_error_names_what_is_missing(tmp_path):
     line = error_line(proc)
     assert "needs root" in line and "CAP_BPF" in line and "sudo" in line
     assert not (tmp_path / "o").exists()
+    # the agent too, without naming `record` or leaving its spool directory behind
+    proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+                           BIN, "agent", "--out", str(tmp_path / "spool"), "--duration", "1s"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    line = error_line(proc)
+    assert line.startswith("scaletrace: error: scaletrace needs root") and "CAP_BPF" in line, line
+    assert not (tmp_path / "spool").exists()
 
 
 def test_full_disk_is_reported_and_other_tables_survive(net, tmp_path):

@@ -48,7 +48,7 @@ pub fn check_privileges() -> Result<()> {
     let missing = missing_capabilities(caps);
     if !missing.is_empty() {
         bail!(
-            "scaletrace record needs root (or {}) to load eBPF programs; run it with sudo",
+            "scaletrace needs root (or {}) to load eBPF programs; run it with sudo",
             missing.join(", ")
         );
     }

@@ -84,6 +84,8 @@ pub fn run(args: AgentArgs) -> Result<()> {
         // a node service must never turn a process's syscalls into fake RTT samples
         bail!("--bench-source-pid is for benchmarks with `scaletrace record`, not for the agent");
     }
+    // before anything is created: an agent started without root must leave nothing behind
+    crate::environment::check_privileges()?;
     let out = args.record.out.clone();
     std::fs::create_dir_all(&out)
         .map_err(|e| anyhow::anyhow!("--out {}: cannot create it: {e}", out.display()))?;
