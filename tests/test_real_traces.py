@@ -475,3 +475,13 @@ def test_a_trace_and_a_capture_of_different_times_are_said_not_to_overlap(import
     assert "and the network capture (2026-" in lines[0], lines[0]
     proc = run("analyze", data, "--no-report")
     assert proc.returncode == 0 and "network capture" not in proc.stderr, proc.stderr
+
+
+def test_one_rank_is_not_analyzed_for_stragglers(imported):
+    """One rank's trace (rank 1 of 2) said "Straggler ranks: nothing found": with one rank there
+    is nothing to compare. Those categories are not analyzed, and say why."""
+    proc = run("analyze", str(imported / "v100"), "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    for category in ("straggler", "sync_amplification"):
+        assert f"not analyzed: {category} (1 rank in the timelines: it takes two or more to compare)" in proc.stderr, proc.stderr
+    assert "Straggler ranks: nothing found" not in proc.stderr

@@ -286,6 +286,9 @@ pub const CATEGORIES: [(&str, &str, &[&[&str]]); 10] = [
 /// Categories read from matched collective operations.
 const COLLECTIVE_CATEGORIES: [&str; 3] = ["slowdown", "straggler", "sync_amplification"];
 
+/// Categories that compare ranks with each other.
+const CROSS_RANK_CATEGORIES: [&str; 2] = ["straggler", "sync_amplification"];
+
 /// Broadest first: a peer or NIC explains its flows.
 const SCOPE_ORDER: [&str; 11] = [
     "node",
@@ -739,6 +742,17 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
             // Timelines without any collective cannot say anything about collectives.
             (COLLECTIVE_CATEGORIES.contains(&category) && overview.collective_ops == 0)
                 .then(|| "no collective operations in the timelines or NCCL calls".to_string())
+        });
+        let why = why.or_else(|| {
+            // comparing ranks takes two: one rank's timeline "found nothing" only because
+            // there was nothing to compare it with
+            (CROSS_RANK_CATEGORIES.contains(&category) && overview.ranks < 2).then(|| {
+                let ranks = match overview.ranks {
+                    1 => "1 rank".to_string(),
+                    n => format!("{n} ranks"),
+                };
+                format!("{ranks} in the timelines: it takes two or more to compare")
+            })
         });
         let why = why.or_else(|| {
             // an empty gpu_devices: the recorders sampled no GPU (no NVML, or no NVIDIA
