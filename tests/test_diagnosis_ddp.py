@@ -293,6 +293,18 @@ def test_reordering_is_called_reordering_not_loss(reordered):
 
 
 @pytest.mark.diagnosis
+def test_retransmit_hot_spots_say_how_many_were_late_not_lost(reordered):
+    """A peer's or an interface's line counted retransmits as if lost ("282 retransmits") when
+    the receivers had reported every one of them as a duplicate (DSACK); only the flow lines
+    said so. The hot spots say it too."""
+    hot = [f for f in reordered.findings if f["category"] == "retransmits" and f["scope"] in ("peer", "interface")]
+    assert hot, reordered.findings
+    for scope in ("peer", "interface"):
+        top = next(f for f in hot if f["scope"] == scope)
+        assert "(DSACK: late, not lost)" in top["summary"], top["summary"]
+
+
+@pytest.mark.diagnosis
 @pytest.mark.parametrize("fault", ["lossy", "limited", "reordered"])
 def test_no_rank_is_called_a_straggler_under_a_network_fault(fault, request):
     """Under a rate limit on node0 a rank of node3 arrived last in 193 of 308 steps, with 1.6 ms

@@ -233,12 +233,22 @@ SELECT f.host, f.flow_id, f.flow_label, f.local_iface, f.remote_addr,
        w.collapse_windows
 FROM st_flow f LEFT JOIN w USING (host, flow_id);
 
+-- What a count of retransmits hides when the receivers reported many of them as duplicates
+-- (DSACK): the originals had arrived, late (reordering, jitter), not been lost. Said beside
+-- the count on the peer and interface lines too, not only the flow's: 282 retransmits all
+-- spurious read as loss there.
+CREATE OR REPLACE MACRO st_dsack_note(dsack_dups, retransmits) AS
+    CASE WHEN coalesce(dsack_dups, 0) > 0
+         THEN printf('; the receivers already had %d of the segments resent (DSACK: late, not lost)', least(dsack_dups, retransmits))
+         ELSE '' END;
+
 CREATE OR REPLACE VIEW st_retrans_peer AS
 SELECT remote_addr, count(*) AS flows, count(DISTINCT host) FILTER (WHERE retransmits > 0) AS hosts,
        count(*) FILTER (WHERE retransmits > 0) AS flows_with_retrans,
        sum(retransmits) AS retransmits, sum(data_segs_out) AS data_segs_out,
        sum(retransmits) / nullif(sum(data_segs_out), 0) AS retrans_ratio,
-       max(burstiness) AS burstiness, sum(collapse_windows) AS collapse_windows
+       max(burstiness) AS burstiness, sum(collapse_windows) AS collapse_windows,
+       sum(coalesce(dsack_dups, 0)) AS dsack_dups
 FROM st_retrans_flow GROUP BY remote_addr;
 
 CREATE OR REPLACE VIEW st_retrans_interface AS
@@ -247,6 +257,7 @@ SELECT host, local_iface, count(*) AS flows,
        sum(retransmits) AS retransmits, sum(data_segs_out) AS data_segs_out,
        sum(retransmits) / nullif(sum(data_segs_out), 0) AS retrans_ratio,
        max(burstiness) AS burstiness, sum(collapse_windows) AS collapse_windows,
+       sum(coalesce(dsack_dups, 0)) AS dsack_dups,
        -- the nodes its retransmitted segments were sent to: the interface sends, the loss may be
        -- at either end
        string_agg(DISTINCT remote_node, ', ' ORDER BY remote_node) FILTER (WHERE retransmits > 0) AS toward
@@ -1692,15 +1703,17 @@ f AS (
            -- ranked by how many segments were lost, not by ratio: a small flow losing a few
            -- segments is a smaller hot spot than a bulk flow losing hundreds
            retransmits::DOUBLE AS score,
-           printf('peer %s%s: %d retransmits over %s from %s (%.3g%% of data segments), burstiness %.1f, %s where throughput collapsed with them',
+           printf('peer %s%s: %d retransmits over %s from %s (%.3g%% of data segments)%s, burstiness %.1f, %s where throughput collapsed with them',
                   remote_addr, coalesce(' (' || (SELECT min(o.node) FROM st_addr_owner o WHERE o.addr = remote_addr) || ')', ''), retransmits,
-                  st_count(flows_with_retrans, 'flow'), st_count(hosts, 'host'), 100 * retrans_ratio, coalesce(burstiness, 0), st_count(coalesce(collapse_windows, 0), 'window')) AS summary
+                  st_count(flows_with_retrans, 'flow'), st_count(hosts, 'host'), 100 * retrans_ratio, st_dsack_note(dsack_dups, retransmits),
+                  coalesce(burstiness, 0), st_count(coalesce(collapse_windows, 0), 'window')) AS summary
     FROM st_retrans_peer, st_params p
     WHERE retransmits >= p.min_retransmits AND (retrans_ratio >= p.min_retrans_ratio OR collapse_windows > 0)
     UNION ALL
     SELECT 'retransmits', 'interface', host || '/' || local_iface, host, NULL, retransmits::DOUBLE,
-           printf('interface %s/%s: %d retransmits over %s%s (%.3g%% of data segments), burstiness %.1f, %s where throughput collapsed with them',
-                  host, local_iface, retransmits, st_count(flows_with_retrans, 'flow'), coalesce(' sent toward ' || toward, ''), 100 * retrans_ratio, coalesce(burstiness, 0), st_count(coalesce(collapse_windows, 0), 'window'))
+           printf('interface %s/%s: %d retransmits over %s%s (%.3g%% of data segments)%s, burstiness %.1f, %s where throughput collapsed with them',
+                  host, local_iface, retransmits, st_count(flows_with_retrans, 'flow'), coalesce(' sent toward ' || toward, ''), 100 * retrans_ratio,
+                  st_dsack_note(dsack_dups, retransmits), coalesce(burstiness, 0), st_count(coalesce(collapse_windows, 0), 'window'))
     FROM st_retrans_interface, st_params p
     WHERE retransmits >= p.min_retransmits AND (retrans_ratio >= p.min_retrans_ratio OR collapse_windows > 0)
     UNION ALL
