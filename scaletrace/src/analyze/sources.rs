@@ -298,6 +298,9 @@ pub fn views_sql(sources: &Sources) -> String {
 mod tests {
     use super::*;
 
+    /// Enough of a Parquet file for discovery, which checks only the magic at both ends.
+    const LOOKS_WHOLE: &[u8] = b"PAR1\0\0\0\0PAR1";
+
     #[test]
     fn table_from_record_and_hive_layouts() {
         let tables = catalog();
@@ -309,6 +312,21 @@ mod tests {
         );
         assert_eq!(name("/t/notes/x.parquet"), None);
         assert_eq!(name("/t/table=bogus/flows/x.parquet"), None);
+    }
+
+    #[test]
+    fn a_file_without_parquet_magic_at_both_ends_is_not_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("x.parquet");
+        for (bytes, whole) in [
+            (LOOKS_WHOLE, true),
+            (&b""[..], false),
+            (&b"PAR1\0\0\0\0\0\0"[..], false),
+            (&b"PAR1PAR1"[..], false),
+        ] {
+            std::fs::write(&f, bytes).unwrap();
+            assert_eq!(is_whole_parquet(&f), whole, "{bytes:?}");
+        }
     }
 
     #[test]
@@ -324,7 +342,7 @@ mod tests {
         ] {
             let f = root.join(p);
             std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-            std::fs::write(f, b"").unwrap();
+            std::fs::write(f, LOOKS_WHOLE).unwrap();
         }
         let r = root.display().to_string();
         let s = discover(std::slice::from_ref(&r)).unwrap();
@@ -374,7 +392,7 @@ mod tests {
         for p in ["run[1]/n1/flows/a.parquet", "run1/n1/flows/b.parquet"] {
             let f = dir.path().join(p);
             std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-            std::fs::write(f, b"").unwrap();
+            std::fs::write(f, LOOKS_WHOLE).unwrap();
         }
         let r = dir.path().join("run[1]").display().to_string();
         let s = discover(std::slice::from_ref(&r)).unwrap();
@@ -390,10 +408,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let elsewhere = dir.path().join("elsewhere/n2/flows");
         std::fs::create_dir_all(&elsewhere).unwrap();
-        std::fs::write(elsewhere.join("b.parquet"), b"").unwrap();
+        std::fs::write(elsewhere.join("b.parquet"), LOOKS_WHOLE).unwrap();
         let fleet = dir.path().join("fleet");
         std::fs::create_dir_all(fleet.join("n1/flows")).unwrap();
-        std::fs::write(fleet.join("n1/flows/a.parquet"), b"").unwrap();
+        std::fs::write(fleet.join("n1/flows/a.parquet"), LOOKS_WHOLE).unwrap();
         std::os::unix::fs::symlink(dir.path().join("elsewhere/n2"), fleet.join("n2")).unwrap();
         let s = discover(&[fleet.display().to_string()]).unwrap();
         assert_eq!(s.files["flows"], 2);

@@ -865,7 +865,7 @@ impl Sinks {
             }
         }
         let summary = format!(
-            "{} flows ({} still open), {} RTT samples, {} retransmits, {} state changes, {} events lost to a full ring buffer{untracked}; {} files under {}",
+            "{} flows ({} still open), {} RTT samples, {} retransmit events, {} state changes, {} events lost to a full ring buffer{untracked}; {} files under {}",
             self.closed.flows,
             remaining.iter().filter(|s| s.end_ns == 0).count(),
             self.closed.rtt,

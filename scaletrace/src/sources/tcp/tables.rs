@@ -31,7 +31,7 @@ table! {
         open_at_end: bool => bool_col("The flow was still open when the capture stopped."),
         tracked: bool => bool_col("false: the kernel flow table was full when the connection started (`capture.flows_untracked_map_full`); only its counters at close are known, so `start` is its close time, `duration_ns` 0 and it has no RTT samples."),
         adopted: bool => bool_col("The connection was open before this run started (an agent started, restarted or upgraded under a running job): `start` is when this run adopted it (its first segment in this run, data or ACK), the counters are the socket's totals since it opened, direction is `unknown`."),
-        bytes_sent: u64 => u64_col("bytes", "Bytes acknowledged by the peer (tcp_sock.bytes_acked)."),
+        bytes_sent: u64 => u64_col("bytes", "Bytes acknowledged by the peer (tcp_sock.bytes_acked), in sequence space: the payload plus 1 for the SYN and 1 for the FIN once acknowledged (a connection that sent 20,000,000 bytes and closed shows 20,000,002)."),
         bytes_received: u64 => u64_col("bytes", "Bytes received in order (tcp_sock.bytes_received)."),
         segs_out: u32 => u32_col("segments", "Segments sent, including retransmits."),
         segs_in: u32 => u32_col("segments", "Segments received."),
