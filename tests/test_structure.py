@@ -42,6 +42,23 @@ def use_paths(prefix, tree):
     return [prefix + [p for p in re.split(r"::|\s+as\s+", tree) if p and p not in ("self", "*")]]
 
 
+def without_test_modules(text):
+    """`text` without its `#[cfg(test)] mod NAME { ... }` blocks (braces matched). Any other
+    item marked `#[cfg(test)]` stays: counted, it can only add an edge, never hide one."""
+    out, at = [], 0
+    for m in re.finditer(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*\{", text):
+        if m.start() < at:
+            continue
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        out.append(text[at:m.start()])
+        at = i
+    out.append(text[at:])
+    return "".join(out)
+
+
 def import_graph(root):
     """Module path -> the modules its code names (`use` trees and `crate::`/`super::` paths,
     and its own submodules by name), test modules left out."""
@@ -55,7 +72,7 @@ def import_graph(root):
 
     edges = {m: set() for m in modules}
     for module, path in modules.items():
-        text = open(path).read().split("#[cfg(test)]")[0]
+        text = without_test_modules(open(path).read())
         text = re.sub(r"//.*", "", text)
         here = module.split("::") if module else []
         bases = {"crate": [], "super": here[:-1], "self": here}
@@ -113,6 +130,12 @@ def test_no_two_module_folders_import_each_other():
     assert "record" in edges and "sources::tcp::attach" in edges and "agent::service" in edges
     assert "record" in {group(t) for t in edges["agent"]}, "the graph misses the agent's use of record"
     assert folder_cycles(edges) == []
+
+
+def test_only_test_modules_are_left_out():
+    text = "use crate::a;\n#[cfg(test)]\nfn helper() { crate::b::x(); }\n#[cfg(test)]\nmod tests {\n    fn f() { if true { crate::c::y(); } }\n}\nfn g() { crate::d::z(); }\n"
+    kept = without_test_modules(text)
+    assert "crate::a" in kept and "crate::b" in kept and "crate::d" in kept and "crate::c" not in kept
 
 
 def test_the_check_sees_a_cycle():

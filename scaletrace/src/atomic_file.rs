@@ -57,6 +57,7 @@ pub fn create_dir_safely(root: &Path, dir: &Path) -> Result<()> {
 /// An exclusive claim on a directory, held for a process's life: a lock file in it, locked
 /// with flock. The kernel drops the lock when the process dies, however it dies, so a stale
 /// lock file never blocks a restart; the file holds the holder's pid, for the message only.
+#[derive(Debug)]
 pub struct DirLock {
     _file: File,
 }
@@ -76,6 +77,23 @@ impl DirLock {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
             .with_context(|| format!("opening the lock {}", path.display()))?;
+        // As root in a directory others may write to: a FIFO, a hard link to another file or
+        // a file another user planted there is not ours to lock and truncate.
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            let meta = file
+                .metadata()
+                .with_context(|| format!("reading {}", path.display()))?;
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            let euid = unsafe { libc::geteuid() };
+            if !meta.is_file() || meta.nlink() != 1 || meta.uid() != euid {
+                bail!(
+                    "{} is not a lock file this user created ({}): refusing to use it; remove it if it is stale",
+                    path.display(),
+                    describe(&path)
+                );
+            }
+        }
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -93,9 +111,12 @@ impl DirLock {
                 return Err(e).with_context(|| format!("locking {}", path.display()))
             }
         }
-        file.set_len(0)?;
-        file.rewind()?;
-        writeln!(file, "{}", std::process::id())?;
+        let mut pid = || -> std::io::Result<()> {
+            file.set_len(0)?;
+            file.rewind()?;
+            writeln!(file, "{}", std::process::id())
+        };
+        pid().with_context(|| format!("writing {}", path.display()))?;
         Ok(DirLock { _file: file })
     }
 }
@@ -217,6 +238,35 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_lock_is_exclusive_and_only_taken_on_a_file_of_ours() {
+        let dir = tempfile::tempdir().unwrap();
+        let busy = |holder: &str| format!("held{holder}");
+        let held = DirLock::take(dir.path(), "l.lock", busy).unwrap();
+        let again = DirLock::take(dir.path(), "l.lock", busy).unwrap_err();
+        assert_eq!(
+            again.to_string(),
+            format!("held (pid {})", std::process::id())
+        );
+        drop(held);
+        DirLock::take(dir.path(), "l.lock", busy).unwrap();
+        // a hard link to another file, and a FIFO: refused, the file untouched
+        let other = dir.path().join("other");
+        std::fs::write(&other, "keep").unwrap();
+        std::fs::hard_link(&other, dir.path().join("linked.lock")).unwrap();
+        let e = DirLock::take(dir.path(), "linked.lock", busy).unwrap_err();
+        assert!(
+            e.to_string().contains("not a lock file this user created"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&other).unwrap(), "keep");
+        let fifo = std::ffi::CString::new(dir.path().join("fifo.lock").to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let e = DirLock::take(dir.path(), "fifo.lock", busy).unwrap_err();
+        assert!(e.to_string().contains("not a lock file"), "{e}");
+    }
 
     #[test]
     fn directories_others_can_write_are_recognised() {

@@ -316,6 +316,11 @@ fn import_one(path: &Path, args: &ImportArgs, host: &str) -> Result<Imported> {
             kept.display()
         )));
     }
+    if rows == 0 {
+        // An empty file would tell `analyze` this rank has a timeline with nothing in it.
+        writer.abandon();
+        bail!("{}: the trace holds no event to import", path.display());
+    }
     Ok(Imported {
         rows,
         file: writer.close()?,

@@ -12,17 +12,13 @@ use scaletrace_common::*;
 
 use super::tcp_sockops::OUR_CB_FLAGS;
 
-/// Sockets `adopt_open_connections` turned a callback on for, until sock_ops has seen them,
-/// with what it turned on: `TURNED_ON` our callbacks (where this run's filters leave the
-/// socket out, they are turned off again there: the iterator cannot apply the filters, a
-/// sock_common's IPv6 addresses have no fixed offset), none where they were on already (an
-/// earlier run's: they stay on); `SEGMENT_CB` the callback of the socket's next outgoing
-/// segment, which adopts it (turned off there), where no one had it on.
+/// Sockets `adopt_open_connections` turned callbacks on for, until sock_ops has seen them,
+/// with exactly the callback flags it turned on (those already on were someone else's and stay
+/// as they are): where this run's filters leave the socket out, sock_ops turns them off again
+/// (the iterator cannot apply the filters: a sock_common's IPv6 addresses have no fixed
+/// offset); where it adopts the socket, it turns off the next-segment callback only.
 #[map]
-pub(crate) static ITER_MARKED: LruHashMap<u64, u8> = LruHashMap::with_max_entries(MAX_FLOWS, 0);
-
-pub(crate) const TURNED_ON: u8 = 1;
-pub(crate) const SEGMENT_CB: u8 = 2;
+pub(crate) static ITER_MARKED: LruHashMap<u64, u32> = LruHashMap::with_max_entries(MAX_FLOWS, 0);
 
 /// `struct bpf_iter__tcp`, the context of an iter/tcp program (aya-ebpf has no binding).
 #[repr(C)]
@@ -94,17 +90,18 @@ pub fn adopt_open_connections(ctx: *mut TcpIterContext) -> i32 {
     // ACK) is asked for, so that a connection that only receives is adopted too (it gets no
     // RTT callback); unless someone has it on already (it is theirs, and calls us anyway).
     let flags = flags as u32;
-    let mut mark = 0;
-    let mut wanted = flags;
+    let mut wanted = flags | BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG;
     if flags & BPF_SOCK_OPS_RTT_CB_FLAG == 0 {
         wanted |= OUR_CB_FLAGS;
-        mark |= TURNED_ON;
     }
-    if flags & BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG == 0 {
-        wanted |= BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG;
-        mark |= SEGMENT_CB;
+    let turned_on = wanted & !flags;
+    if turned_on == 0 {
+        return 0;
     }
-    if mark == 0 {
+    // SAFETY: a socket pointer, the argument this helper takes.
+    let cookie = unsafe { bpf_get_socket_cookie(tp.cast()) };
+    // The mark first: a flag turned on without one could never be turned off again.
+    if ITER_MARKED.insert(&cookie, &turned_on, 0).is_err() {
         return 0;
     }
     let mut wanted = wanted as i32;
@@ -118,13 +115,11 @@ pub fn adopt_open_connections(ctx: *mut TcpIterContext) -> i32 {
             4,
         )
     };
-    if set == 0 {
-        // SAFETY: a socket pointer, the argument this helper takes.
-        let cookie = unsafe { bpf_get_socket_cookie(tp.cast()) };
-        let _ = ITER_MARKED.insert(&cookie, &mark, 0);
+    if set != 0 {
+        let _ = ITER_MARKED.remove(&cookie);
     }
     // (counted: the connections whose callbacks were off)
-    match (mark & TURNED_ON, set) {
+    match (turned_on & BPF_SOCK_OPS_RTT_CB_FLAG, set) {
         (0, _) => 0,
         (_, 0) => write_outcome(meta, b'a'),
         _ => write_outcome(meta, b'r'),

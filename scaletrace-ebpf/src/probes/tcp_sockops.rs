@@ -7,7 +7,7 @@ use aya_ebpf::{
         BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB, BPF_SOCK_OPS_RETRANS_CB, BPF_SOCK_OPS_RETRANS_CB_FLAG,
         BPF_SOCK_OPS_RTO_CB, BPF_SOCK_OPS_RTO_CB_FLAG, BPF_SOCK_OPS_RTT_CB,
         BPF_SOCK_OPS_RTT_CB_FLAG, BPF_SOCK_OPS_STATE_CB, BPF_SOCK_OPS_STATE_CB_FLAG,
-        BPF_SOCK_OPS_TCP_CONNECT_CB, BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG,
+        BPF_SOCK_OPS_TCP_CONNECT_CB,
     },
     helpers::{
         bpf_get_netns_cookie, bpf_get_socket_cookie, bpf_probe_read_kernel, bpf_skc_to_tcp_sock,
@@ -20,7 +20,7 @@ use aya_ebpf::{
 use aya_log_ebpf::debug;
 use scaletrace_common::*;
 
-use super::tcp_adopt::{ITER_MARKED, SEGMENT_CB, TURNED_ON};
+use super::tcp_adopt::ITER_MARKED;
 use crate::{
     emit::{count, emit_in_place, now_ns},
     filter::{cidr_matches, port_matches},
@@ -201,34 +201,32 @@ enum Look {
 fn on_next_segment(ctx: &SockOpsContext) -> Result<(), i64> {
     let cookie = socket_cookie(ctx);
     // SAFETY: only whether the entry exists is read, not the entry.
-    if unsafe { ITER_MARKED.get(&cookie) }.is_none() {
-        return Ok(());
-    }
+    let marked = unsafe { ITER_MARKED.get(&cookie) }.is_some();
     // SAFETY: only whether the entry exists is read, not the entry.
     if unsafe { FLOWS.get(cookie) }.is_some() {
-        forget_iter_mark(ctx, cookie, 0);
+        forget_iter_mark(ctx, cookie, OUR_CB_FLAGS);
+        return Ok(());
+    }
+    // Unmarked: someone else's next-segment callback (an earlier run's left on, whose socket
+    // went idle before it sent anything). Adopted here too when a scaletrace run turned the
+    // RTT callback on, as `on_rtt` adopts it; the flag is not ours to turn off.
+    if !marked && ctx.cb_flags() & BPF_SOCK_OPS_RTT_CB_FLAG == 0 {
         return Ok(());
     }
     start_flow(ctx, 0, Look::Adopt)
 }
 
 /// The iterator's work on this socket is done (adopted, or left out by the filters): its mark
-/// goes, with the callback of the next segment if it turned that on, and `ours` (our callbacks,
-/// for a socket the filters leave out) if it turned those on.
+/// goes, and the callback flags it turned on go off but those in `keep` (our callbacks, for a
+/// socket adopted).
 #[inline(always)]
-fn forget_iter_mark(ctx: &SockOpsContext, cookie: u64, ours: u32) {
-    // SAFETY: a one-byte value copied out at once.
-    let Some(mark) = unsafe { ITER_MARKED.get(&cookie) }.copied() else {
+fn forget_iter_mark(ctx: &SockOpsContext, cookie: u64, keep: u32) {
+    // SAFETY: a 4-byte value copied out at once.
+    let Some(turned_on) = unsafe { ITER_MARKED.get(&cookie) }.copied() else {
         return;
     };
     let _ = ITER_MARKED.remove(&cookie);
-    let mut off = 0;
-    if mark & SEGMENT_CB != 0 {
-        off |= BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG;
-    }
-    if mark & TURNED_ON != 0 {
-        off |= ours;
-    }
+    let off = turned_on & !keep;
     if off != 0 {
         let _ = ctx.set_cb_flags((ctx.cb_flags() & !off) as i32);
     }
@@ -275,7 +273,7 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
         Err(tuple) => {
             if look == Look::Adopt {
                 // this run's iterator turned its callbacks on without knowing the filters
-                forget_iter_mark(ctx, socket_cookie(ctx), OUR_CB_FLAGS);
+                forget_iter_mark(ctx, socket_cookie(ctx), 0);
             }
             // (a flow another recorder enabled, that this one's filters leave out, comes here
             // at each of its ACKs: its callbacks stay on, they are that recorder's)
@@ -308,6 +306,10 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
         // own counters (`end_untracked_flow`). Only state changes, no per-ACK callbacks (flags
         // are only ever added: another recorder may be tracking the same socket).
         let _ = ctx.set_cb_flags((ctx.cb_flags() | BPF_SOCK_OPS_STATE_CB_FLAG) as i32);
+        if look == Look::Adopt {
+            // no retry at every segment it sends: at its ACKs, as any adopted flow
+            forget_iter_mark(ctx, cookie, OUR_CB_FLAGS);
+        }
         return Ok(());
     }
     let Some(stats) = flow_mut(cookie) else {
@@ -327,7 +329,7 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
     );
     let _ = TRACKED.insert(tuple, cookie, 0);
     if look == Look::Adopt {
-        forget_iter_mark(ctx, cookie, 0);
+        forget_iter_mark(ctx, cookie, OUR_CB_FLAGS);
     }
     // Only matching flows pay for the per-ACK callbacks.
     ctx.set_cb_flags((ctx.cb_flags() | OUR_CB_FLAGS) as i32)

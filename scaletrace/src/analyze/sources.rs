@@ -102,7 +102,14 @@ pub fn discover(paths: &[String]) -> Result<Sources> {
         if path.exists() {
             add_path(&path, &tables, &mut sources)?;
         } else if is_glob(arg) {
-            let pattern = path.display().to_string();
+            // the directory it is relative to, escaped: its name may hold glob characters
+            let pattern = match std::env::current_dir() {
+                Ok(cwd) if Path::new(arg).is_relative() => format!(
+                    "{}/{arg}",
+                    glob::Pattern::escape(&cwd.display().to_string())
+                ),
+                _ => arg.clone(),
+            };
             let matches =
                 glob::glob(&pattern).with_context(|| format!("bad glob pattern {arg}"))?;
             let mut any = false;
