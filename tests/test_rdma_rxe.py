@@ -35,9 +35,9 @@ PERFTEST_PORT = 18515
 def _missing():
     if os.geteuid() != 0:
         return "needs root"
-    for tool in ("rdma", "ib_write_bw", "ib_send_lat", "ib_read_bw", "tc"):
+    for tool in ("rdma", "ib_write_bw", "ib_send_lat", "ib_read_bw", "tc", "modprobe"):
         if shutil.which(tool) is None:
-            return f"{tool} missing (rdma-core, perftest, iproute2: `cargo xtask setup`)"
+            return f"{tool} missing (rdma-core, perftest, iproute2, kmod: `cargo xtask setup`)"
     if subprocess.run(["modprobe", "-q", "rdma_rxe"], capture_output=True).returncode != 0:
         return f"this kernel ({os.uname().release}) has no rdma_rxe module: run `cargo xtask vmtest`"
     if subprocess.run(["modprobe", "-q", "sch_netem"], capture_output=True).returncode != 0:

@@ -10,8 +10,9 @@ use crate::run;
 /// libibverbs (library and headers: the verbs uprobe tests), a C compiler, and pip for the
 /// Python test tools; headless Chromium renders the `analyze` HTML report in its test;
 /// libfaketime steps the wall clock of one agent in the clock-step test; a Java runtime runs
-/// Spark (PySpark), one of the engines the store-readers test reads an agent's spool with.
-const APT_PACKAGES: [&str; 11] = [
+/// Spark (PySpark), one of the engines the store-readers test reads an agent's spool with;
+/// kmod's modprobe loads netem and rdma_rxe where the kernel has them as modules.
+const APT_PACKAGES: [&str; 12] = [
     "llvm-22-dev",
     "libibverbs-dev",
     "gcc",
@@ -23,6 +24,7 @@ const APT_PACKAGES: [&str; 11] = [
     "chromium",
     "libfaketime",
     "default-jre-headless",
+    "kmod",
 ];
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 
