@@ -10,6 +10,7 @@ import uuid
 import sys
 
 import duckdb
+import pytest
 
 from netlab import Recorder, Server, SyscallStorm, job_cgroups, transfer, voluntary_switches
 
@@ -480,8 +481,8 @@ def test_a_connection_that_only_receives_is_adopted(net, tmp_path):
         # stopped while the connection is still open
         assert rec.stop() == 0, rec.stderr
     finally:
-        client.stdin.write("\n")
-        client.stdin.flush()
+        # (end of input: the client goes past both waits, whichever it is at)
+        client.stdin.close()
         client.wait(timeout=30)
     assert server.received() == [2 << 20]
     rows = rec.query("SELECT local_port, adopted, tracked, open_at_end, bytes_received, bytes_sent FROM flows")
