@@ -332,8 +332,14 @@ def test_a_second_agent_on_the_same_spool_refuses_and_the_first_loses_nothing(ne
     second = subprocess.run([BIN, "agent", "--out", str(spool), "--no-gpu", "--port", str(PORT), "--duration", "2s"],
                             capture_output=True, text=True, timeout=60)
     assert second.returncode != 0
-    assert f"already using the spool {spool}" in second.stderr and f"pid {first.proc.pid}" in second.stderr, second.stderr
+    assert f"another scaletrace agent (pid {first.proc.pid}) is writing to {spool}" in second.stderr, second.stderr
     assert len(second.stderr.strip().splitlines()) == 1, second.stderr
+    # a `record` into the agent's spool is refused too: both would record every flow of the
+    # host, and an analysis of the spool would count them twice (the two used different locks)
+    rec = subprocess.run([BIN, "record", "--out", str(spool), "--no-gpu", "--port", str(PORT), "--duration", "1s"],
+                         capture_output=True, text=True, timeout=60)
+    assert rec.returncode != 0
+    assert f"another scaletrace agent (pid {first.proc.pid}) is writing to {spool}" in rec.stderr, rec.stderr
     time.sleep(1)
     assert first.stop() == 0, first.stderr
     traffic.connections()

@@ -56,15 +56,22 @@ pub fn create_dir_safely(root: &Path, dir: &Path) -> Result<()> {
 
 /// An exclusive claim on a directory, held for a process's life: a lock file in it, locked
 /// with flock. The kernel drops the lock when the process dies, however it dies, so a stale
-/// lock file never blocks a restart; the file holds the holder's pid, for the message only.
+/// lock file never blocks a restart; the file holds the holder's pid and what it is (`tag`),
+/// for the message only.
 #[derive(Debug)]
 pub struct DirLock {
     _file: File,
 }
 
 impl DirLock {
-    /// Takes the lock `name` in `dir` (which must exist), or fails with `busy(" (pid N)")`.
-    pub fn take(dir: &Path, name: &str, busy: impl FnOnce(&str) -> String) -> Result<DirLock> {
+    /// Takes the lock `name` in `dir` (which must exist), writing `<pid> <tag>` into it, or
+    /// fails with `busy(holder)`, `holder` being the holder's file as written (empty if unread).
+    pub fn take(
+        dir: &Path,
+        name: &str,
+        tag: &str,
+        busy: impl FnOnce(&str) -> String,
+    ) -> Result<DirLock> {
         use std::io::{Read as _, Seek as _};
         let path = dir.join(name);
         // O_NOFOLLOW: as root, a link planted at this name must not be opened (and truncated).
@@ -99,13 +106,7 @@ impl DirLock {
             Err(std::fs::TryLockError::WouldBlock) => {
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
-                let holder = holder.trim();
-                let holder = if holder.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (pid {holder})")
-                };
-                bail!("{}", busy(&holder));
+                bail!("{}", busy(holder.trim()));
             }
             Err(std::fs::TryLockError::Error(e)) => {
                 return Err(e).with_context(|| format!("locking {}", path.display()))
@@ -114,7 +115,7 @@ impl DirLock {
         let mut pid = || -> std::io::Result<()> {
             file.set_len(0)?;
             file.rewind()?;
-            writeln!(file, "{}", std::process::id())
+            writeln!(file, "{} {tag}", std::process::id())
         };
         pid().with_context(|| format!("writing {}", path.display()))?;
         Ok(DirLock { _file: file })
@@ -242,20 +243,20 @@ mod tests {
     #[test]
     fn a_directory_lock_is_exclusive_and_only_taken_on_a_file_of_ours() {
         let dir = tempfile::tempdir().unwrap();
-        let busy = |holder: &str| format!("held{holder}");
-        let held = DirLock::take(dir.path(), "l.lock", busy).unwrap();
-        let again = DirLock::take(dir.path(), "l.lock", busy).unwrap_err();
+        let busy = |holder: &str| format!("held by {holder}");
+        let held = DirLock::take(dir.path(), "l.lock", "first", busy).unwrap();
+        let again = DirLock::take(dir.path(), "l.lock", "second", busy).unwrap_err();
         assert_eq!(
             again.to_string(),
-            format!("held (pid {})", std::process::id())
+            format!("held by {} first", std::process::id())
         );
         drop(held);
-        DirLock::take(dir.path(), "l.lock", busy).unwrap();
+        DirLock::take(dir.path(), "l.lock", "second", busy).unwrap();
         // a hard link to another file, and a FIFO: refused, the file untouched
         let other = dir.path().join("other");
         std::fs::write(&other, "keep").unwrap();
         std::fs::hard_link(&other, dir.path().join("linked.lock")).unwrap();
-        let e = DirLock::take(dir.path(), "linked.lock", busy).unwrap_err();
+        let e = DirLock::take(dir.path(), "linked.lock", "t", busy).unwrap_err();
         assert!(
             e.to_string().contains("not a lock file this user created"),
             "{e}"
@@ -264,7 +265,7 @@ mod tests {
         let fifo = std::ffi::CString::new(dir.path().join("fifo.lock").to_str().unwrap()).unwrap();
         // SAFETY: a NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
-        let e = DirLock::take(dir.path(), "fifo.lock", busy).unwrap_err();
+        let e = DirLock::take(dir.path(), "fifo.lock", "t", busy).unwrap_err();
         assert!(e.to_string().contains("not a lock file"), "{e}");
     }
 

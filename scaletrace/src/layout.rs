@@ -123,6 +123,30 @@ pub fn is_hive_part_of(rel: &Path, host: &str, extension: &str) -> bool {
 /// How deep a part file sits below the spool root in the Hive layout.
 pub const HIVE_DEPTH: usize = 5;
 
+/// Claims `dir` for one recorder of `host`, `record` or `agent` (`who`): one lock name for
+/// both, because two recorders of one host writing one directory (two runs of `record`, an
+/// agent's spool and a `record --out` into it) record the same flows, NIC counters and GPU
+/// samples twice, and `analyze` would count them all twice. Fails naming the holder.
+pub fn claim_output(
+    dir: &Path,
+    host: &str,
+    who: &str,
+) -> anyhow::Result<crate::atomic_file::DirLock> {
+    let name = format!(".scaletrace.{}.lock", partition_value(host));
+    crate::atomic_file::DirLock::take(dir, &name, who, |holder| {
+        // the holder's file says `<pid> <record|agent>`
+        let holder = match holder.split_once(' ') {
+            Some((pid, what)) => format!("{what} (pid {pid})"),
+            None if !holder.is_empty() => format!("recorder (pid {holder})"),
+            None => "recorder".to_string(),
+        };
+        format!(
+            "another scaletrace {holder} is writing to {} for host {host}: both would record the same flows twice; stop it or give this one another --out",
+            dir.display()
+        )
+    })
+}
+
 /// Hive partition values cannot hold `/` or `=`; hostnames normally have neither.
 pub fn partition_value(v: &str) -> String {
     v.chars()

@@ -46,20 +46,13 @@ fn ours<'a>(
 }
 
 /// An exclusive claim on this host's part of a spool, held for the agent's life: a second agent
-/// started on the same spool would otherwise remove the first one's open files as leftovers of a
-/// crash and evict its completed ones (see [`atomic_file::DirLock`]).
+/// (or a `record`) started on the same spool would otherwise remove the first one's open files
+/// as leftovers of a crash and evict its completed ones (see [`layout::claim_output`]).
 pub type SpoolLock = crate::atomic_file::DirLock;
 
-/// Takes the spool lock (`.scaletrace-agent.<host>.lock` in `root`), or says which process
-/// holds it.
+/// Takes the spool lock, or says which process holds it.
 pub fn lock(root: &Path, host: &str) -> Result<SpoolLock> {
-    let name = format!(".scaletrace-agent.{}.lock", layout::partition_value(host));
-    crate::atomic_file::DirLock::take(root, &name, |holder| {
-        format!(
-            "another scaletrace agent{holder} is already using the spool {} for host {host}: stop it or give this one another --out",
-            root.display()
-        )
-    })
+    layout::claim_output(root, host, "agent")
 }
 
 /// Removes this host's `part-*.parquet.partial` files (a killed run's open interval: without a

@@ -296,25 +296,14 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
     }
 }
 
-/// Creates `--out` and claims it for this run: two recorders on one host writing the same
-/// directory record the same flows, NIC counters and GPU samples twice, and `analyze` would
-/// count them all twice.
+/// Creates `--out` and claims it for this run (`layout::claim_output`).
 fn lock_out(out: &std::path::Path, host: &str) -> Result<crate::atomic_file::DirLock> {
     if out.exists() && !out.is_dir() {
         bail!("--out {} is not a directory", out.display());
     }
     std::fs::create_dir_all(out)
         .map_err(|e| anyhow::anyhow!("--out {}: cannot create it: {e}", out.display()))?;
-    let name = format!(
-        ".scaletrace-record.{}.lock",
-        crate::layout::partition_value(host)
-    );
-    crate::atomic_file::DirLock::take(out, &name, |holder| {
-        format!(
-            "another scaletrace record{holder} is writing to {} on this host: both would record the same flows twice; give this one another --out",
-            out.display()
-        )
-    })
+    crate::layout::claim_output(out, host, "record")
 }
 
 /// `Housekeeping::finish` on a blocking thread while this one listens for a second SIGINT,
