@@ -63,6 +63,19 @@ pub fn utc_text(ns: i64) -> String {
 }
 
 impl Health {
+    /// The recorder's totals so far (or the run's, at its end).
+    pub fn set_totals(&mut self, t: &crate::record::RunTotals) {
+        self.events_total = t.events;
+        self.decode_errors_total = t.decode_errors;
+        self.ring_drops_total = t.ring_drops;
+        self.flows_untracked_total = t.untracked_flows;
+        self.rows_lost_disk_full_total = t.rows_lost_disk_full;
+        self.flows_total = t.flows;
+        self.rtt_samples_total = t.rtt_samples;
+        self.retransmits_total = t.retransmits;
+        self.files_completed_total = t.files_closed;
+    }
+
     pub fn add_spool(&mut self, s: &SpoolStats) {
         self.spool_files = s.spool_files.load(Ordering::Relaxed);
         self.spool_bytes = s.spool_bytes.load(Ordering::Relaxed);

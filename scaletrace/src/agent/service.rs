@@ -117,17 +117,9 @@ impl Service {
         h.updated_utc = utc_text(now_ns(libc::CLOCK_REALTIME));
         h.uptime_s = self.started.elapsed().as_secs_f64();
         h.events_per_s = (sinks.accounting.events - self.last_events) as f64 / dt;
-        h.events_total = sinks.accounting.events;
-        h.ring_drops_total = k.ring_drops();
-        h.flows_untracked_total = k.untracked_flows();
-        h.decode_errors_total = sinks.accounting.decode_errors;
-        h.flows_total = sinks.flows_written();
-        h.rtt_samples_total = sinks.rtt_written();
-        h.retransmits_total = sinks.retransmits_written();
-        h.files_completed_total = sinks.files_closed;
+        h.set_totals(&sinks.totals(k));
         h.rotations_total = self.rotations;
         h.add_spool(stats);
-        h.rows_lost_disk_full_total = sinks.accounting.rows_lost_disk_full;
         h.gpu_samples_dropped_total = sinks.gpu_samples_dropped();
         self.last_events = sinks.accounting.events;
         self.last_health = Instant::now();
@@ -229,16 +221,7 @@ impl Housekeeping for Service {
     fn finish(mut self: Box<Self>, totals: Option<&RunTotals>) -> String {
         let stats = self.spool.finish(self.settings.drain_timeout);
         if let Some(t) = totals {
-            let h = &mut self.health;
-            h.events_total = t.events;
-            h.decode_errors_total = t.decode_errors;
-            h.ring_drops_total = t.ring_drops;
-            h.flows_untracked_total = t.untracked_flows;
-            h.rows_lost_disk_full_total = t.rows_lost_disk_full;
-            h.flows_total = t.flows;
-            h.rtt_samples_total = t.rtt_samples;
-            h.retransmits_total = t.retransmits;
-            h.files_completed_total = t.files_closed;
+            self.health.set_totals(t);
         }
         self.health.running = false;
         self.health.events_per_s = 0.0;

@@ -277,6 +277,22 @@ impl Sinks {
         self.closed.retransmits + self.writers.as_ref().map_or(0, |w| w.retransmits.rows())
     }
 
+    /// What the run read, wrote and lost so far (rows of the open interval included), with
+    /// the kernel's counters `k`: the agent's health files, and the run's end.
+    pub fn totals(&self, k: &KernelCounters) -> RunTotals {
+        RunTotals {
+            events: self.accounting.events,
+            decode_errors: self.accounting.decode_errors,
+            ring_drops: k.ring_drops(),
+            untracked_flows: k.untracked_flows(),
+            rows_lost_disk_full: self.accounting.rows_lost_disk_full,
+            flows: self.flows_written(),
+            rtt_samples: self.rtt_written(),
+            retransmits: self.retransmits_written(),
+            files_closed: self.files_closed,
+        }
+    }
+
     /// Estimated bytes of the open interval's files.
     pub fn open_bytes(&self) -> u64 {
         self.writers.as_ref().map_or(0, Writers::bytes)
@@ -878,17 +894,8 @@ impl Sinks {
         if let Err(e) = capture {
             note(Err(e));
         }
-        let totals = RunTotals {
-            events: self.accounting.events,
-            decode_errors: self.accounting.decode_errors,
-            ring_drops,
-            untracked_flows: counters.untracked_flows(),
-            rows_lost_disk_full: self.accounting.rows_lost_disk_full,
-            flows: self.closed.flows,
-            rtt_samples: self.closed.rtt,
-            retransmits: self.closed.retransmits,
-            files_closed: self.files_closed,
-        };
+        // (every file is closed now: the rows written are the closed intervals')
+        let totals = self.totals(&counters);
         match first_error {
             Some(e) => Err(e),
             None => Ok(RunEnd { summary, totals }),
