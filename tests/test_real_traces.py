@@ -191,6 +191,13 @@ def test_merge_windows_are_shares_of_traced_time(imported, tmp_path):
     flags = con.execute(f"""SELECT waiting_on_collectives, comm_frac >= 0.5 AND compute_frac <= 0.25
                             FROM read_parquet('{tree}/windows/*.parquet')""").fetchall()
     assert all(a == b for a, b in flags) and not all(a for a, _ in flags)
+    # A second merge with another window length says the directory now mixes two lengths
+    # (the README's query reads every file there; it read both without a word).
+    again = run("merge", str(tree), "--window", "1s")
+    assert again.returncode == 0, again.stderr
+    assert "also holds window-100ms.parquet (other window lengths)" in again.stderr, again.stderr
+    lengths = con.execute(f"SELECT DISTINCT window_ns FROM read_parquet('{tree}/windows/*.parquet') ORDER BY 1").fetchall()
+    assert lengths == [(100_000_000,), (1_000_000_000,)]
     # merge reads what analyze reads: a fleet directory with one subdirectory per host.
     assert run("merge", str(imported), "--out", str(tmp_path / "fleet")).returncode == 0
 

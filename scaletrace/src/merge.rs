@@ -141,6 +141,32 @@ pub fn run(args: MergeArgs) -> Result<()> {
         hosts.len(),
         path.display()
     );
+    let others = other_window_files(&path);
+    if !others.is_empty() {
+        eprintln!(
+            "scaletrace: note: {} also holds {} (other window lengths): a query over every file there mixes them; read {} alone or filter on window_ns = {window_ns}",
+            path.parent().unwrap_or(&out).display(),
+            others.join(", "),
+            path.display()
+        );
+    }
     analyze::report_refusals(&db);
     Ok(())
+}
+
+/// The other `window-*.parquet` files beside `written` (merges with other `--window`s).
+fn other_window_files(written: &std::path::Path) -> Vec<String> {
+    let Some(dir) = written.parent() else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("window-") && n.ends_with(".parquet"))
+        .filter(|n| Some(n.as_str()) != written.file_name().and_then(|f| f.to_str()))
+        .collect();
+    names.sort();
+    names
 }
