@@ -921,8 +921,11 @@ hb AS (
     SELECT DISTINCT unnest(st_bins(h.s, h.e, m.bin_us)) AS bin, h.s, h.e FROM healthy h, st_match_bin m),
 l AS (
     SELECT r.host, r.flow_id, quantile_cont(r.srtt_us, 0.5) AS p50
-    FROM (SELECT host, flow_id, srtt_us, st_us(ts) AS ts_us FROM rtt) r, st_match_bin m
-    WHERE EXISTS (SELECT 1 FROM hb WHERE hb.bin = r.ts_us // m.bin_us AND r.ts_us BETWEEN hb.s AND hb.e)
+    FROM (SELECT host, flow_id, srtt_us, st_us(ts) AS ts_us, st_us(ts) // m.bin_us AS bin
+          FROM rtt, st_match_bin m) r
+    -- a semi join on the bin, not a correlated EXISTS: DuckDB decorrelated that into a
+    -- DISTINCT over every sample's time (6.8 s of 7.5 on 64 nodes' 2 minutes)
+    SEMI JOIN hb ON hb.bin = r.bin AND r.ts_us BETWEEN hb.s AND hb.e
     GROUP BY ALL),
 h AS (
     SELECT coalesce(quantile_cont(l.p50 - b.base_rtt_us, 0.25), 0) AS queueing_us,
@@ -1029,18 +1032,25 @@ CREATE OR REPLACE MACRO st_rate(bps) AS
     CASE WHEN bps IS NULL THEN '?' WHEN bps >= 1e9 THEN printf('%.1f Gbit/s', bps / 1e9)
          ELSE printf('%.0f Mbit/s', bps / 1e6) END;
 
+-- The RTT samples queued well above the fleet's usual (`st_healthy_queueing`), each with its
+-- time bin (`st_bins`). The bin is computed here, on the samples' side: a join condition
+-- `r.ts_us // x.bin_us = x.bin` names both sides, so DuckDB cannot hash on it and ran a range
+-- join instead (15.7 s of CPU for one view on 64 nodes' 2 minutes, bench/fleet.py).
+CREATE OR REPLACE VIEW st_queued_sample AS
+SELECT r.*, r.ts_us // m.bin_us AS bin
+FROM st_rtt_ends r, st_match_bin m, st_healthy_queueing q
+WHERE r.queued_us >= q.threshold_us;
+
 -- RTT samples queued well above the fleet's usual (`st_healthy_queueing`) during each collective
 -- step: a slow link (a rate limit, a congested port, a link that negotiated a lower speed)
 -- queues its own flows' packets and no others, without losing any. Counted for each end.
 CREATE OR REPLACE VIEW st_step_queueing AS
 WITH ends AS (
     SELECT x.source, x.collective, x.step, any_value(x.slow) AS slow, e.node, count(*) AS samples
-    FROM (SELECT x.*, m.bin_us, unnest(st_bins(x.first_start_us, x.last_end_us, m.bin_us)) AS bin
+    FROM (SELECT x.*, unnest(st_bins(x.first_start_us, x.last_end_us, m.bin_us)) AS bin
           FROM st_collective_excess x, st_match_bin m) x
-    JOIN st_rtt_ends r ON r.ts_us // x.bin_us = x.bin AND r.ts_us BETWEEN x.first_start_us AND x.last_end_us
-    CROSS JOIN st_healthy_queueing q
+    JOIN st_queued_sample r ON r.bin = x.bin AND r.ts_us BETWEEN x.first_start_us AND x.last_end_us
     CROSS JOIN LATERAL (SELECT unnest([r.node, r.remote_node]) AS node) e
-    WHERE r.queued_us >= q.threshold_us
     GROUP BY x.source, x.collective, x.step, e.node)
 SELECT source, collective, step, any_value(slow) AS slow,
        st_blamed_end(list(node) FILTER (WHERE samples = top)) AS node,
@@ -1186,11 +1196,10 @@ CREATE OR REPLACE MACRO st_on_culprit_links(ends, node, remote_node) AS
 -- of concurrent collectives overlap in time, and sums counted 17,489 queued samples in a
 -- capture of 12,048 and 1,105 retransmits in a run of 1,099.
 CREATE OR REPLACE VIEW st_culprit_queued_samples AS
-WITH q AS (SELECT r.* FROM st_rtt_ends r, st_healthy_queueing f WHERE r.queued_us >= f.threshold_us)
 SELECT w.kind, w.culprit, count(DISTINCT (q.host, q.flow_id, q.ts_us)) AS queued_samples
-FROM (SELECT w.*, m.bin_us, unnest(st_bins(w.s, w.e, m.bin_us)) AS bin
+FROM (SELECT w.*, unnest(st_bins(w.s, w.e, m.bin_us)) AS bin
       FROM st_culprit_step_window w, st_match_bin m WHERE w.cause = 'queueing') w
-JOIN q ON q.ts_us // w.bin_us = w.bin AND q.ts_us BETWEEN w.s AND w.e
+JOIN st_queued_sample q ON q.bin = w.bin AND q.ts_us BETWEEN w.s AND w.e
 WHERE st_on_culprit_links(w.ends, q.node, q.remote_node)
 GROUP BY w.kind, w.culprit;
 
@@ -1894,11 +1903,14 @@ lost AS (
 -- A flow judged on latency is judged by the timelines only when most of its RTT samples fall
 -- within the traced steps: samples from before or after the profiler ran say nothing about
 -- whether steps got slower.
+-- (The flows are picked before the join: filtered after it, DuckDB built the label of every
+-- RTT sample's flow, 7 of 10 s of the findings on 64 nodes' 2 minutes.)
 flow_in_span AS (
     SELECT fl.host, fl.flow_label,
            count(*) FILTER (WHERE st_us(r.ts) BETWEEN lost.span_start_us AND lost.span_end_us) / count(*) AS share
-    FROM rtt r JOIN st_flow fl USING (host, flow_id) CROSS JOIN lost
-    WHERE fl.flow_label IN (SELECT subject FROM f WHERE category = 'latency')
+    FROM (SELECT host, flow_id, flow_label FROM st_flow
+          WHERE flow_label IN (SELECT subject FROM f WHERE category = 'latency')) fl
+    JOIN rtt r USING (host, flow_id) CROSS JOIN lost
     GROUP BY fl.host, fl.flow_label),
 a AS (
     SELECT *, NULL::DOUBLE AS time_lost_s, NULL::VARCHAR AS withheld FROM f
