@@ -464,11 +464,11 @@ pub fn prepare(
 /// whole tree several times took 28 s by itself; `analyze` and `merge` compute each once, right
 /// after its definition, into a temporary table behind the same name, so the views after it
 /// bind against the table. `scaletrace sql` prints the same script (`--views-only`: without).
-/// The views that read raw RTT samples and that several others read (the per-window RTT, the
-/// fleet's usual queueing, the healthy steps' queueing, the culprits' step windows and queued
+/// The views that read raw RTT samples and that several others read (the per-window RTT, each
+/// flow's RTT over the capture, the fleet's usual queueing, the healthy steps' queueing, the culprits' step windows and queued
 /// samples) are among them: inlined, `findings` read the `rtt` files 102 times, and for 64 nodes' 2 minutes
 /// at 64 flows each (49 M samples, bench/fleet.py) it spilled past 50 GB without finishing.
-const MATERIALIZED: [&str; 22] = [
+const MATERIALIZED: [&str; 23] = [
     "st_event",
     "st_rank_trace",
     "st_collective_op",
@@ -476,6 +476,7 @@ const MATERIALIZED: [&str; 22] = [
     "st_lane_interval",
     "st_rtt_window",
     "st_flow_baseline",
+    "st_flow_raw_rtt",
     "st_fleet_queueing",
     "st_flow_window",
     "st_latency_flow",

@@ -143,6 +143,14 @@ SELECT host, flow_id,
 FROM st_rtt_window, st_params p
 GROUP BY ALL;
 
+-- Each flow's RTT over its whole capture, from its raw samples: what the fleet's usual
+-- queueing and the per-flow latency findings judge it on (one pass over the samples for both).
+CREATE OR REPLACE VIEW st_flow_raw_rtt AS
+SELECT host, flow_id, count(*) AS samples,
+       quantile_cont(srtt_us, 0.5) AS srtt_p50_us, quantile_cont(srtt_us, 0.99) AS srtt_p99_us,
+       max(srtt_us) AS srtt_max_us
+FROM rtt GROUP BY ALL;
+
 -- The fleet's usual queueing: the first quartile, over the flows that carry data, of each
 -- flow's median RTT above its own base RTT. On a loaded host every flow's RTT rises with CPU
 -- scheduling; only a path well above what the other paths see is queueing worth a finding.
@@ -151,7 +159,7 @@ GROUP BY ALL;
 -- Over the flows that send data, as the latency findings judged against it: a socket measures
 -- RTT on its own segments, and a receiving end's few ACK-paced sends are no path's usual.
 CREATE OR REPLACE VIEW st_fleet_queueing AS
-WITH l AS (SELECT host, flow_id, quantile_cont(srtt_us, 0.5) AS p50 FROM rtt GROUP BY ALL)
+WITH l AS (SELECT host, flow_id, srtt_p50_us AS p50 FROM st_flow_raw_rtt)
 SELECT coalesce(quantile_cont(l.p50 - b.base_rtt_us, 0.25), 0) AS queueing_us,
        greatest(p.min_queueing_us, p.queueing_vs_fleet * coalesce(quantile_cont(l.p50 - b.base_rtt_us, 0.25), 0)) AS threshold_us
 FROM l JOIN st_flow_baseline b USING (host, flow_id) JOIN flows f USING (host, flow_id), st_params p
@@ -357,11 +365,7 @@ FROM l LEFT JOIN p USING (host, device, port) LEFT JOIN q USING (host, device);
 -- ring's receiving end) measures it on its few small sends, which wait on the peer's delayed
 -- ACKs and a busy CPU. A clean DDP run's receiving end had a p99 4x the fleet's from that alone.
 CREATE OR REPLACE VIEW st_latency_flow AS
-WITH l AS (
-    SELECT host, flow_id, count(*) AS samples,
-           quantile_cont(srtt_us, 0.5) AS srtt_p50_us, quantile_cont(srtt_us, 0.99) AS srtt_p99_us,
-           max(srtt_us) AS srtt_max_us
-    FROM rtt GROUP BY ALL),
+WITH l AS (SELECT * FROM st_flow_raw_rtt),
 j AS (
     SELECT f.flow_label, f.remote_addr, f.local_iface, l.*, b.base_rtt_us,
            coalesce(f.bytes_sent, 0) AS flow_bytes,
