@@ -466,14 +466,16 @@ pub fn prepare(
 /// bind against the table. `scaletrace sql` prints the same script (`--views-only`: without).
 /// The views that read raw RTT samples and that several others read (the per-window RTT, each
 /// flow's RTT over the capture, the fleet's usual queueing, the healthy steps' queueing, the culprits' step windows and queued
-/// samples) are among them: inlined, `findings` read the `rtt` files 102 times, and for 64 nodes' 2 minutes
+/// samples) are among them, and each rank's windows (the GPU-idle views read them four times:
+/// 5.7 s of the findings' 11 s for 64 nodes' 10 minutes): inlined, `findings` read the `rtt` files 102 times, and for 64 nodes' 2 minutes
 /// at 64 flows each (49 M samples, bench/fleet.py) it spilled past 50 GB without finishing.
-const MATERIALIZED: [&str; 23] = [
+const MATERIALIZED: [&str; 24] = [
     "st_event",
     "st_rank_trace",
     "st_collective_op",
     "st_collective_rank_step",
     "st_lane_interval",
+    "st_rank_window",
     "st_rtt_window",
     "st_flow_baseline",
     "st_flow_raw_rtt",
