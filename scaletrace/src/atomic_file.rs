@@ -72,6 +72,21 @@ impl DirLock {
         tag: &str,
         busy: impl FnOnce(&str) -> String,
     ) -> Result<DirLock> {
+        Self::lock(dir, name, Some(tag), busy)
+    }
+
+    /// Takes the lock `name` as `take` does but writes nothing into it: a lock file that an
+    /// older version reads for its own message, held only to exclude that version.
+    pub fn hold(dir: &Path, name: &str, busy: impl FnOnce(&str) -> String) -> Result<DirLock> {
+        Self::lock(dir, name, None, busy)
+    }
+
+    fn lock(
+        dir: &Path,
+        name: &str,
+        tag: Option<&str>,
+        busy: impl FnOnce(&str) -> String,
+    ) -> Result<DirLock> {
         use std::io::{Read as _, Seek as _};
         let path = dir.join(name);
         // O_NOFOLLOW: as root, a link planted at this name must not be opened (and truncated).
@@ -112,12 +127,16 @@ impl DirLock {
                 return Err(e).with_context(|| format!("locking {}", path.display()))
             }
         }
-        let mut pid = || -> std::io::Result<()> {
-            file.set_len(0)?;
-            file.rewind()?;
-            writeln!(file, "{} {tag}", std::process::id())
-        };
-        pid().with_context(|| format!("writing {}", path.display()))?;
+        if let Some(tag) = tag {
+            // one write of the whole line: a process refused meanwhile reads it whole or not at all
+            let line = format!("{} {tag}\n", std::process::id());
+            let mut pid = || -> std::io::Result<()> {
+                file.set_len(0)?;
+                file.rewind()?;
+                file.write_all(line.as_bytes())
+            };
+            pid().with_context(|| format!("writing {}", path.display()))?;
+        }
         Ok(DirLock { _file: file })
     }
 }

@@ -123,18 +123,21 @@ pub fn is_hive_part_of(rel: &Path, host: &str, extension: &str) -> bool {
 /// How deep a part file sits below the spool root in the Hive layout.
 pub const HIVE_DEPTH: usize = 5;
 
+/// A directory claimed for one recorder of a host (`claim_output`), held for the process's life.
+#[derive(Debug)]
+pub struct OutputLock {
+    _locks: Vec<crate::atomic_file::DirLock>,
+}
+
 /// Claims `dir` for one recorder of `host`, `record` or `agent` (`who`): one lock name for
 /// both, because two recorders of one host writing one directory (two runs of `record`, an
 /// agent's spool and a `record --out` into it) record the same flows, NIC counters and GPU
-/// samples twice, and `analyze` would count them all twice. Fails naming the holder.
-pub fn claim_output(
-    dir: &Path,
-    host: &str,
-    who: &str,
-) -> anyhow::Result<crate::atomic_file::DirLock> {
-    let name = format!(".scaletrace.{}.lock", partition_value(host));
-    crate::atomic_file::DirLock::take(dir, &name, who, |holder| {
-        // the holder's file says `<pid> <record|agent>`
+/// samples twice, and `analyze` would count them all twice; an agent would also remove the
+/// other's open files as a crash's leftovers. Fails naming the holder.
+pub fn claim_output(dir: &Path, host: &str, who: &str) -> anyhow::Result<OutputLock> {
+    let host_part = partition_value(host);
+    let busy = |holder: &str| {
+        // the holder's file says `<pid> <record|agent>` (an older version's, its pid alone)
         let holder = match holder.split_once(' ') {
             Some((pid, what)) => format!("{what} (pid {pid})"),
             None if !holder.is_empty() => format!("recorder (pid {holder})"),
@@ -144,7 +147,24 @@ pub fn claim_output(
             "another scaletrace {holder} is writing to {} for host {host}: both would record the same flows twice; stop it or give this one another --out",
             dir.display()
         )
-    })
+    };
+    let mut locks = vec![crate::atomic_file::DirLock::take(
+        dir,
+        &format!(".scaletrace.{host_part}.lock"),
+        who,
+        busy,
+    )?];
+    // Versions before this one each locked a name of their own: held too (nothing written
+    // into them), so that an agent or a record of an older version still running here during
+    // an upgrade is not joined by this one.
+    for old in ["agent", "record"] {
+        locks.push(crate::atomic_file::DirLock::hold(
+            dir,
+            &format!(".scaletrace-{old}.{host_part}.lock"),
+            busy,
+        )?);
+    }
+    Ok(OutputLock { _locks: locks })
 }
 
 /// Hive partition values cannot hold `/` or `=`; hostnames normally have neither.
@@ -163,6 +183,43 @@ pub fn partition_value(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_recorder_per_host_and_directory_whatever_its_version() {
+        let dir = tempfile::tempdir().unwrap();
+        // an agent of the previous version: its own lock name, its pid alone in the file
+        let legacy = dir.path().join(".scaletrace-agent.h.lock");
+        std::fs::write(&legacy, "4242\n").unwrap();
+        let old_agent =
+            crate::atomic_file::DirLock::hold(dir.path(), ".scaletrace-agent.h.lock", |_| {
+                String::new()
+            })
+            .unwrap();
+        let e = claim_output(dir.path(), "h", "record").unwrap_err();
+        assert!(
+            e.to_string().starts_with(&format!(
+                "another scaletrace recorder (pid 4242) is writing to {} for host h",
+                dir.path().display()
+            )),
+            "{e}"
+        );
+        drop(old_agent);
+        // this version: refused whichever kind comes second, naming the holder's kind
+        let agent = claim_output(dir.path(), "h", "agent").unwrap();
+        let e = claim_output(dir.path(), "h", "record").unwrap_err();
+        assert!(
+            e.to_string().contains(&format!(
+                "another scaletrace agent (pid {})",
+                std::process::id()
+            )),
+            "{e}"
+        );
+        // the legacy file keeps what its version wrote; another host's claim is free
+        assert_eq!(std::fs::read_to_string(&legacy).unwrap(), "4242\n");
+        claim_output(dir.path(), "other", "record").unwrap();
+        drop(agent);
+        claim_output(dir.path(), "h", "record").unwrap();
+    }
 
     #[test]
     fn hive_paths_are_partitioned_by_table_date_hour_host() {

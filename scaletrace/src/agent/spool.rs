@@ -48,7 +48,7 @@ fn ours<'a>(
 /// An exclusive claim on this host's part of a spool, held for the agent's life: a second agent
 /// (or a `record`) started on the same spool would otherwise remove the first one's open files
 /// as leftovers of a crash and evict its completed ones (see [`layout::claim_output`]).
-pub type SpoolLock = crate::atomic_file::DirLock;
+pub type SpoolLock = layout::OutputLock;
 
 /// Takes the spool lock, or says which process holds it.
 pub fn lock(root: &Path, host: &str) -> Result<SpoolLock> {

@@ -297,7 +297,7 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
 }
 
 /// Creates `--out` and claims it for this run (`layout::claim_output`).
-fn lock_out(out: &std::path::Path, host: &str) -> Result<crate::atomic_file::DirLock> {
+fn lock_out(out: &std::path::Path, host: &str) -> Result<crate::layout::OutputLock> {
     if out.exists() && !out.is_dir() {
         bail!("--out {} is not a directory", out.display());
     }
