@@ -264,6 +264,16 @@ fn properties(xml: &str, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether a VM that wrote into `out` exited before the guest script's first line (which
+/// writes `uname`), and within `BOOT_RETRY_WITHIN` (a VM that hung for minutes is not retried).
+fn failed_at_boot(out: &Path, ran_for: Duration) -> bool {
+    !out.join("uname").exists() && ran_for < BOOT_RETRY_WITHIN
+}
+
+/// How soon a VM must have failed at boot to be booted once more (a boot under TCG takes
+/// about 15 s; the whole run, minutes).
+const BOOT_RETRY_WITHIN: Duration = Duration::from_secs(120);
+
 /// Runs `tests` in a VM booted on `image`, with the host's Python and the release binary.
 fn run_in_vm(kernel: &KernelSource, image: &Path, tests: &[String]) -> Result<Outcome> {
     let root = crate::workspace_root();
@@ -300,23 +310,42 @@ fn run_in_vm(kernel: &KernelSource, image: &Path, tests: &[String]) -> Result<Ou
             tests = tests.join(" "),
         ),
     )?;
-    let mut vng = Command::new("timeout");
-    vng.arg(VM_TIMEOUT.as_secs().to_string())
-        .arg("vng")
-        .arg("-r")
-        .arg(image)
-        .args(["-m", VM_MEMORY, "-p", "2"])
-        .arg(format!("--rwdir={}", out.display()))
-        .current_dir(&root)
-        .args(["-e", &format!("bash {}", script.display())])
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(out.join("console.log"))?)
-        .stderr(Stdio::from(std::fs::File::create(out.join("vng.log"))?));
-    if !use_kvm() {
-        vng.arg("--disable-kvm");
+    let launch = || -> Result<std::process::ExitStatus> {
+        let mut vng = Command::new("timeout");
+        vng.arg(VM_TIMEOUT.as_secs().to_string())
+            .arg("vng")
+            .arg("-r")
+            .arg(image)
+            .args(["-m", VM_MEMORY, "-p", "2"])
+            .arg(format!("--rwdir={}", out.display()))
+            .current_dir(&root)
+            .args(["-e", &format!("bash {}", script.display())])
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(out.join("console.log"))?)
+            .stderr(Stdio::from(std::fs::File::create(out.join("vng.log"))?));
+        if !use_kvm() {
+            vng.arg("--disable-kvm");
+        }
+        vng.status().context("starting vng")
+    };
+    let mut started = Instant::now();
+    let mut status = launch()?;
+    // The guest's first act is writing `uname`: without it the script never ran (a VM that
+    // exited at boot with nothing on its console, 255 after 17 s, once in a CI run whose next
+    // boot of the same kernel worked). That is the VM, not the tests: boot it once more,
+    // keeping the first attempt's logs; not after a VM that took minutes to fail (a hang
+    // would cost the CI run another VM_TIMEOUT).
+    if failed_at_boot(&out, started.elapsed()) {
+        eprintln!(
+            "vmtest: {}: the VM exited ({status}) before its script started; booting it once more",
+            kernel.name
+        );
+        for log in ["console.log", "vng.log"] {
+            let _ = std::fs::rename(out.join(log), out.join(format!("first-attempt-{log}")));
+        }
+        started = Instant::now();
+        status = launch()?;
     }
-    let started = Instant::now();
-    let status = vng.status().context("starting vng")?;
     let seconds = started.elapsed().as_secs_f64();
     let read = |name: &str| std::fs::read_to_string(out.join(name)).unwrap_or_default();
     let junit = read("junit.xml");
@@ -430,6 +459,21 @@ pub fn vmtest(only: &[String], tests: &[String]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_vm_that_failed_quickly_before_its_script_is_booted_again() {
+        let out = std::env::temp_dir().join(format!("xtask-vm-{}", std::process::id()));
+        std::fs::create_dir_all(&out).unwrap();
+        let quick = Duration::from_secs(17);
+        assert!(failed_at_boot(&out, quick));
+        assert!(!failed_at_boot(&out, BOOT_RETRY_WITHIN));
+        std::fs::write(out.join("uname"), "6.12.118+deb13-amd64\n").unwrap();
+        assert!(
+            !failed_at_boot(&out, quick),
+            "the script ran: a test failure, not a boot"
+        );
+        std::fs::remove_dir_all(&out).unwrap();
+    }
 
     #[test]
     fn newest_kernel_package_sorts_last() {
