@@ -112,13 +112,15 @@ fn parse_devices(messages: &[Message]) -> Vec<Device> {
         .collect()
 }
 
-/// port -> network device, from a `PORT_GET` dump (RoCE and iWARP ports have one).
-fn parse_port_netdevs(messages: &[Message]) -> HashMap<u32, String> {
+/// port -> network device, from a `PORT_GET` dump: every port listed, with the network device
+/// RoCE and iWARP ports have (none for InfiniBand), so a port missing here is one the dump did
+/// not list rather than one without a network device.
+fn parse_port_netdevs(messages: &[Message]) -> HashMap<u32, Option<String>> {
     messages
         .iter()
         .filter_map(|m| {
             let port = attribute(&m.payload, ATTR_PORT_INDEX).and_then(attr_u32)?;
-            Some((port, attr_str(attribute(&m.payload, ATTR_NDEV_NAME)?)))
+            Some((port, attribute(&m.payload, ATTR_NDEV_NAME).map(attr_str)))
         })
         .collect()
 }
@@ -239,8 +241,10 @@ pub struct QpSampler {
     host: String,
     socket: Option<Socket>,
     seq: u32,
-    /// device name -> (port -> network device), read once per device
-    netdevs: HashMap<String, HashMap<u32, String>>,
+    /// (device index, name) -> (port -> network device): read when a device first appears and
+    /// again when a QP names a port it lacks (a failed dump, a port added since); a device
+    /// removed and created again gets a new index, so it is read afresh.
+    netdevs: HashMap<(u32, String), HashMap<u32, Option<String>>>,
     last: HashMap<Key, Last>,
 }
 
@@ -284,6 +288,29 @@ impl QpSampler {
         }
     }
 
+    /// The device's ports and their network devices, read again when a QP names a port the last
+    /// reading lacks.
+    fn port_netdevs(&mut self, device: &Device, qps: &[QpEntry]) -> &HashMap<u32, Option<String>> {
+        let key = (device.index, device.name.clone());
+        let stale = match self.netdevs.get(&key) {
+            None => true,
+            Some(ports) => qps
+                .iter()
+                .any(|qp| qp.port.is_some_and(|p| !ports.contains_key(&p))),
+        };
+        if stale {
+            let ports = self
+                .dump(CMD_PORT_GET, &[(ATTR_DEV_INDEX, device.index)])
+                .map(|m| parse_port_netdevs(&m))
+                .unwrap_or_else(|e| {
+                    log::debug!("qp_counters: ports of {}: {e:#}", device.name);
+                    HashMap::new()
+                });
+            self.netdevs.insert(key.clone(), ports);
+        }
+        &self.netdevs[&key]
+    }
+
     /// Rows for QP counters seen for the first time and for those that changed (value or QP
     /// state) since the previous sample. A device whose dump fails is skipped this time.
     pub fn sample(&mut self, now: i64) -> Vec<QpCounterRow> {
@@ -300,13 +327,6 @@ impl QpSampler {
         let mut rows = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for device in devices {
-            if !self.netdevs.contains_key(&device.name) {
-                let ports = self
-                    .dump(CMD_PORT_GET, &[(ATTR_DEV_INDEX, device.index)])
-                    .map(|m| parse_port_netdevs(&m))
-                    .unwrap_or_default();
-                self.netdevs.insert(device.name.clone(), ports);
-            }
             let qps = match self.dump(CMD_RES_QP_GET, &[(ATTR_DEV_INDEX, device.index)]) {
                 Ok(m) => parse_qps(&m),
                 Err(e) => {
@@ -325,10 +345,12 @@ impl QpSampler {
                 )
                 .map(|m| parse_counters(&m))
                 .unwrap_or_default();
-            let netdevs = self.netdevs.get(&device.name);
+            let netdevs = self.port_netdevs(&device, &qps).clone();
             let mut readings = Vec::new();
             for qp in &qps {
-                let netdev = qp.port.zip(netdevs).and_then(|(p, n)| n.get(&p));
+                // A QP has no port until its move to INIT binds one (the kernel lists none
+                // before), so its first rows may name no network device.
+                let netdev = qp.port.and_then(|p| netdevs.get(&p)?.as_ref());
                 let common = |source, counter, value, counter_id| Reading {
                     device: &device.name,
                     netdev,
@@ -591,7 +613,13 @@ mod tests {
             .message();
         assert_eq!(
             parse_port_netdevs(&[msg]),
-            HashMap::from([(1, "strxe0".to_string())])
+            HashMap::from([(1, Some("strxe0".to_string()))])
         );
+        // an InfiniBand port: listed, without a network device
+        let ib = Attrs::default()
+            .u32(ATTR_DEV_INDEX, 3)
+            .u32(ATTR_PORT_INDEX, 2)
+            .message();
+        assert_eq!(parse_port_netdevs(&[ib]), HashMap::from([(2, None)]));
     }
 }
