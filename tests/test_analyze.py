@@ -724,6 +724,25 @@ def test_a_straggler_is_the_late_rank_its_own_work_explains_not_the_last_to_arri
     assert abs(first["time_lost_s"] - measured) <= 0.3 * measured, (first["time_lost_s"], measured)
 
 
+def test_a_straggler_begins_where_its_slowness_does_not_at_a_few_ms_of_noise(tmp_path):
+    """A real recording (tests/data/slow-rank-noise-before-onset: DDP, 4 nodes, rank 1 60 ms
+    slower from step 15 of 40). Rank 1 also arrived last with 5-7 ms more work of its own in
+    steps 13 and 14 (and 9 and 10), as any rank of a busy host does now and then: counted as
+    whole held-up steps, they made the verdict say the trouble began at step 13. A step counts
+    toward a straggler's onset by how much of its typical extra work it did."""
+    data = os.path.join(os.path.dirname(__file__), "data", "slow-rank-noise-before-onset")
+    out = tmp_path / "findings.json"
+    analyze(os.path.join(data, "fleet"), "--json", str(out), "--no-report")
+    first = json.loads(out.read_text())[0]
+    assert (first["category"], first["rank"]) == ("slowdown", 1), first["summary"]
+    assert first["first_step"] == 15, first["seen_when"]
+    # the noise is still reported, as steps held up before it
+    assert "held up 25 of the 25 steps from there to step 39" in first["seen_when"], first["seen_when"]
+    assert "before it, 4 of 12 steps" in first["seen_when"], first["seen_when"]
+    measured = _measured_loss(data, onset=15)
+    assert abs(first["time_lost_s"] - measured) <= 0.3 * measured, (first["time_lost_s"], measured)
+
+
 def test_recorded_loss_hot_spot_is_found(tmp_path):
     """Real capture: two peers, one behind 3 % random loss; analyze names the lossy peer."""
     clean, lossy = NetPair(), NetPair()

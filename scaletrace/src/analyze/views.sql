@@ -1560,17 +1560,25 @@ CREATE OR REPLACE MACRO st_iso(us) AS strftime(make_timestamp(us::BIGINT), '%Y-%
 -- 29 of 50 steps from step 30; by difference of shares the last 3 steps won). Without
 -- training steps (no ProfilerStep): the first and last moments of its evidence. Only the
 -- culprits the verdict can name: those with evidence, and slow links from the first step.
+-- A straggler's step counts by how much of its typical extra work (its median held step) it
+-- did, at most once: a slow rank adds its slowness every step, and on a busy host any rank
+-- does a few ms more than the others in some steps (a rank slowed 60 ms from step 15 also
+-- "held up" 4 of the 12 steps before it by 5-20 ms, two of them just before it, and the
+-- onset came 2 steps early). A network culprit's steps count whole: its evidence varies by
+-- nature (a retransmit timeout holds a step 200 ms, a fast retransmit a few ms) and a fault
+-- arriving mid-step holds its first step briefly (weighing them moved 5 of 24 stored network
+-- onsets 1-2 steps late).
 CREATE OR REPLACE MACRO st_bernoulli_ll(k, n) AS
-    CASE WHEN k = 0 OR k = n THEN 0.0 ELSE k * ln(k / n) + (n - k) * ln(1 - k / n) END;
+    CASE WHEN k <= 0 OR k >= n THEN 0.0 ELSE k * ln(k / n) + (n - k) * ln(1 - k / n) END;
 
 CREATE OR REPLACE VIEW st_culprit_when AS
 WITH hit AS (
-    SELECT cause, culprit, iteration, min(first_us) AS first_us, max(last_us) AS last_us
-    FROM (SELECT i.cause, i.culprit, i.iteration, i.first_us, i.last_us
+    SELECT cause, culprit, iteration, min(first_us) AS first_us, max(last_us) AS last_us, sum(evidence_us) AS evidence_us
+    FROM (SELECT i.cause, i.culprit, i.iteration, i.first_us, i.last_us, i.evidence_us
           FROM st_culprit_iteration i JOIN st_culprit c USING (cause, culprit) WHERE c.evidenced
           UNION ALL
           -- a slow link from the first step (`st_persistent_queueing`): the steps it queued most in
-          SELECT 'persistent', q.node, x.iteration, x.first_start_us, x.last_end_us
+          SELECT 'persistent', q.node, x.iteration, x.first_start_us, x.last_end_us, x.last_end_us - x.first_start_us
           FROM st_step_queueing q JOIN st_collective_excess x USING (source, collective, step), st_params p
           WHERE q.node_samples >= p.min_step_queued_samples
             AND q.node IN (SELECT culprit FROM st_persistent_queueing
@@ -1578,12 +1586,16 @@ WITH hit AS (
     GROUP BY cause, culprit, iteration),
 its AS (SELECT DISTINCT iteration FROM st_collective_excess WHERE iteration IS NOT NULL),
 grid AS (
-    SELECT c.cause, c.culprit, i.iteration, h.iteration IS NOT NULL AS held
-    FROM (SELECT DISTINCT cause, culprit FROM hit WHERE iteration IS NOT NULL) c CROSS JOIN its i
+    SELECT c.cause, c.culprit, i.iteration, h.iteration IS NOT NULL AS held,
+           CASE WHEN h.iteration IS NULL THEN 0.0
+                WHEN c.cause = 'straggler' THEN least(1.0, h.evidence_us / c.typical_us)
+                ELSE 1.0 END AS weight
+    FROM (SELECT cause, culprit, median(evidence_us) AS typical_us FROM hit WHERE iteration IS NOT NULL GROUP BY ALL) c
+    CROSS JOIN its i
     LEFT JOIN hit h ON h.cause = c.cause AND h.culprit = c.culprit AND h.iteration = i.iteration),
 split AS (
-    SELECT *, sum(held::INT) OVER later AS held_from, count(*) OVER later AS steps_from,
-           sum(held::INT) OVER (PARTITION BY cause, culprit) AS held_all, count(*) OVER (PARTITION BY cause, culprit) AS steps
+    SELECT *, sum(weight) OVER later AS held_from, count(*) OVER later AS steps_from,
+           sum(weight) OVER (PARTITION BY cause, culprit) AS held_all, count(*) OVER (PARTITION BY cause, culprit) AS steps
     FROM grid
     WINDOW later AS (PARTITION BY cause, culprit ORDER BY iteration DESC ROWS UNBOUNDED PRECEDING)),
 scored AS (
