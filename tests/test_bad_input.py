@@ -56,13 +56,19 @@ def test_quiet_still_prints_what_was_kept_and_lost(tmp_path):
 def test_a_second_recorder_into_the_same_out_is_refused(tmp_path):
     """Two recorders on one host writing one --out both succeeded and recorded every flow,
     NIC counter and GPU sample twice; analyze then counted them twice. The second is refused
-    while the first runs, and the directory serves the next run once the first has ended."""
+    while the first runs (also into a directory inside the first's), and the directory serves
+    the next run once the first has ended."""
     out = tmp_path / "out"
     first = Recorder(out, "--port", "1", "--no-gpu")
     second = run("record", "--out", str(out), "--port", "1", "--no-gpu", "--duration", "1s")
     assert second.returncode == 1
     line = error_line(second)
     assert f"another scaletrace record (pid {first.proc.pid}) is writing to {out}" in line, line
+    # nor into a directory inside it: a query over the outer one would read both
+    nested = run("record", "--out", str(out / "debug"), "--port", "1", "--no-gpu", "--duration", "1s")
+    assert nested.returncode == 1
+    line = error_line(nested)
+    assert f"is writing to {out} for host" in line and f"{out / 'debug'} is inside {out}" in line, line
     assert first.stop() == 0, first.stderr
     assert len(list((out / "capture").glob("*.parquet"))) == 1
     again = run("record", "--out", str(out), "--port", "1", "--no-gpu", "--duration", "1s")

@@ -137,34 +137,123 @@ pub struct OutputLock {
 pub fn claim_output(dir: &Path, host: &str, who: &str) -> anyhow::Result<OutputLock> {
     let host_part = partition_value(host);
     let busy = |holder: &str| {
-        // the holder's file says `<pid> <record|agent>` (an older version's, its pid alone)
-        let holder = match holder.split_once(' ') {
-            Some((pid, what)) => format!("{what} (pid {pid})"),
-            None if !holder.is_empty() => format!("recorder (pid {holder})"),
-            None => "recorder".to_string(),
-        };
+        let holder = describe_holder(holder);
         format!(
             "another scaletrace {holder} is writing to {} for host {host}: both would record the same flows twice; stop it or give this one another --out",
             dir.display()
         )
     };
+    let lock_names = [
+        format!(".scaletrace.{host_part}.lock"),
+        format!(".scaletrace-agent.{host_part}.lock"),
+        format!(".scaletrace-record.{host_part}.lock"),
+    ];
     let mut locks = vec![crate::atomic_file::DirLock::take(
         dir,
-        &format!(".scaletrace.{host_part}.lock"),
+        &lock_names[0],
         who,
         busy,
     )?];
     // Versions before this one each locked a name of their own: held too (nothing written
     // into them), so that an agent or a record of an older version still running here during
     // an upgrade is not joined by this one.
-    for old in ["agent", "record"] {
-        locks.push(crate::atomic_file::DirLock::hold(
-            dir,
-            &format!(".scaletrace-{old}.{host_part}.lock"),
-            busy,
-        )?);
+    for old in &lock_names[1..] {
+        locks.push(crate::atomic_file::DirLock::hold(dir, old, busy)?);
+    }
+    if let Some(nested) = nested_claim(dir, &lock_names) {
+        let (outer, inner) = if nested.above {
+            (nested.dir.display(), dir.display())
+        } else {
+            (dir.display(), nested.dir.display())
+        };
+        anyhow::bail!(
+            "another scaletrace {} is writing to {} for host {host}, and {inner} is inside {outer}: a query or `analyze` over {outer} would count this host's flows twice; stop it or give this one an --out outside it",
+            describe_holder(&nested.holder),
+            nested.dir.display(),
+        );
     }
     Ok(OutputLock { _locks: locks })
+}
+
+/// The holder a lock file names: it says `<pid> <record|agent>` (an older version's, its pid
+/// alone; a lock held only for older versions, nothing).
+fn describe_holder(holder: &str) -> String {
+    match holder.split_once(' ') {
+        Some((pid, what)) => format!("{what} (pid {pid})"),
+        None if !holder.is_empty() => format!("recorder (pid {holder})"),
+        None => "recorder".to_string(),
+    }
+}
+
+/// How deep below an output directory another recorder's claim is looked for: a recording
+/// nested in a spool sits at its top (`SPOOL/debug`) or a few levels below; the walk stops
+/// there (and after `NESTED_SCAN_LIMIT` entries) so that `--out` over a large tree starts fast.
+const NESTED_SCAN_DEPTH: usize = 3;
+const NESTED_SCAN_LIMIT: usize = 100_000;
+
+/// Another live recorder's claim on a directory above or below one being claimed.
+struct NestedClaim {
+    dir: PathBuf,
+    /// what its lock file says
+    holder: String,
+    above: bool,
+}
+
+/// Another live recorder of the same host claiming a directory above `dir` or below it: their
+/// files would be read together by a query over the outer one. A lock file this user cannot
+/// read is passed over (nothing to say about it).
+fn nested_claim(dir: &Path, lock_names: &[String]) -> Option<NestedClaim> {
+    let dir = dir.canonicalize().ok()?;
+    let claim = |d: &Path, above| {
+        Some(NestedClaim {
+            holder: claimed(d, lock_names)?,
+            dir: d.to_path_buf(),
+            above,
+        })
+    };
+    if let Some(found) = dir.ancestors().skip(1).find_map(|a| claim(a, true)) {
+        return Some(found);
+    }
+    walkdir::WalkDir::new(&dir)
+        .min_depth(1)
+        .max_depth(NESTED_SCAN_DEPTH)
+        .follow_links(false)
+        .into_iter()
+        .take(NESTED_SCAN_LIMIT)
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_dir())
+        .find_map(|e| claim(e.path(), false))
+}
+
+/// What the lock file of a live recorder of `dir` says (the current name first: the names kept
+/// for older versions hold nothing).
+fn claimed(dir: &Path, lock_names: &[String]) -> Option<String> {
+    lock_names
+        .iter()
+        .find_map(|name| held_by_another(&dir.join(name)))
+}
+
+/// What the lock file at `path` says, if a live process holds it. Opened read-only, without
+/// following a link or blocking on a FIFO, and locked shared for an instant: a held exclusive
+/// lock refuses that.
+fn held_by_another(path: &Path) -> Option<String> {
+    use std::{io::Read as _, os::unix::fs::OpenOptionsExt as _};
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    match file.try_lock_shared() {
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            Some(holder.trim().to_string())
+        }
+        _ => None,
+    }
 }
 
 /// Hive partition values cannot hold `/` or `=`; hostnames normally have neither.
@@ -219,6 +308,48 @@ mod tests {
         claim_output(dir.path(), "other", "record").unwrap();
         drop(agent);
         claim_output(dir.path(), "h", "record").unwrap();
+    }
+
+    #[test]
+    fn no_recorder_of_a_host_inside_another_ones_directory_or_around_it() {
+        let root = tempfile::tempdir().unwrap();
+        let spool = root.path().join("spool");
+        let inner = spool.join("debug/run1");
+        std::fs::create_dir_all(&inner).unwrap();
+        let agent = claim_output(&spool, "h", "agent").unwrap();
+        // a record into a directory of the agent's spool: both files would be read by one query
+        let e = claim_output(&inner, "h", "record").unwrap_err().to_string();
+        let spool_real = spool.canonicalize().unwrap();
+        assert!(
+            e.starts_with(&format!(
+                "another scaletrace agent (pid {}) is writing to {} for host h, and {} is inside {}",
+                std::process::id(),
+                spool_real.display(),
+                inner.display(),
+                spool_real.display()
+            )),
+            "{e}"
+        );
+        // another host's recorder may (its flows are its own)
+        drop(claim_output(&inner, "other", "record").unwrap());
+        drop(agent);
+        // the other way round: an agent on a directory holding a running record's output
+        let record = claim_output(&inner, "h", "record").unwrap();
+        let e = claim_output(&spool, "h", "agent").unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "another scaletrace record (pid {}) is writing to {} for host h, and {} is inside {}",
+                std::process::id(),
+                inner.canonicalize().unwrap().display(),
+                inner.canonicalize().unwrap().display(),
+                spool.display()
+            )),
+            "{e}"
+        );
+        drop(record);
+        // lock files left by finished runs are no claim
+        drop(claim_output(&spool, "h", "agent").unwrap());
+        drop(claim_output(&inner, "h", "record").unwrap());
     }
 
     #[test]
