@@ -98,7 +98,18 @@ impl DirLock {
             .mode(0o644)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
-            .with_context(|| format!("opening the lock {}", path.display()))?;
+            .map_err(|e| {
+                // a non-root recorder (one run with capabilities) in a directory a root agent
+                // or record used before: the lock file is theirs and read-only to this user
+                match owner_uid(&path) {
+                    Some(uid) if e.kind() == std::io::ErrorKind::PermissionDenied => anyhow::anyhow!(
+                        "{} belongs to uid {uid}, another user whose scaletrace used {} before: this user cannot lock it; give this run another directory, or run it as that user",
+                        path.display(),
+                        dir.display()
+                    ),
+                    _ => anyhow::Error::new(e).context(format!("opening the lock {}", path.display())),
+                }
+            })?;
         // As root in a directory others may write to: a FIFO, a hard link to another file or
         // a file another user planted there is not ours to lock and truncate.
         {
@@ -108,7 +119,15 @@ impl DirLock {
                 .with_context(|| format!("reading {}", path.display()))?;
             // SAFETY: geteuid has no preconditions and cannot fail.
             let euid = unsafe { libc::geteuid() };
-            if !meta.is_file() || meta.nlink() != 1 || meta.uid() != euid {
+            if meta.is_file() && meta.nlink() == 1 && meta.uid() != euid {
+                bail!(
+                    "{} belongs to uid {}, another user whose scaletrace used {} before: a recorder locks only files its own user created; give this run another directory, or run it as that user",
+                    path.display(),
+                    meta.uid(),
+                    dir.display()
+                );
+            }
+            if !meta.is_file() || meta.nlink() != 1 {
                 bail!(
                     "{} is not a lock file this user created ({}): refusing to use it; remove it if it is stale",
                     path.display(),
@@ -171,6 +190,12 @@ fn check_real_dir(p: &Path) -> Result<()> {
         bail!("{} is not a directory", p.display());
     }
     Ok(())
+}
+
+/// The owner of a file, not following a link.
+fn owner_uid(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::symlink_metadata(path).ok().map(|m| m.uid())
 }
 
 fn describe(path: &Path) -> &'static str {
@@ -286,6 +311,24 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
         let e = DirLock::take(dir.path(), "fifo.lock", "t", busy).unwrap_err();
         assert!(e.to_string().contains("not a lock file"), "{e}");
+        // another user's lock file (as root here: a non-root recorder meets a root one's as
+        // "Permission denied" when opening it): its owner named, the file untouched
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            let theirs = dir.path().join("theirs.lock");
+            std::fs::write(&theirs, "77 agent\n").unwrap();
+            std::os::unix::fs::chown(&theirs, Some(12345), None).unwrap();
+            let e = DirLock::take(dir.path(), "theirs.lock", "t", busy).unwrap_err();
+            assert!(
+                e.to_string().starts_with(&format!(
+                    "{} belongs to uid 12345, another user whose scaletrace used {} before",
+                    theirs.display(),
+                    dir.path().display()
+                )),
+                "{e}"
+            );
+            assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "77 agent\n");
+        }
     }
 
     #[test]
