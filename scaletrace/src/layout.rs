@@ -161,16 +161,30 @@ pub fn claim_output(dir: &Path, host: &str, who: &str) -> anyhow::Result<OutputL
         locks.push(crate::atomic_file::DirLock::hold(dir, old, busy)?);
     }
     if let Some(nested) = nested_claim(dir, &lock_names) {
+        let here = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
         let (outer, inner) = if nested.above {
-            (nested.dir.display(), dir.display())
+            (&nested.dir, &here)
         } else {
-            (dir.display(), nested.dir.display())
+            (&here, &nested.dir)
         };
-        anyhow::bail!(
-            "another scaletrace {} is writing to {} for host {host}, and {inner} is inside {outer}: a query or `analyze` over {outer} would count this host's flows twice; stop it or give this one an --out outside it",
+        let problem = format!(
+            "another scaletrace {} is writing to {} for host {host}, and {} is inside {}: a query or `analyze` over {} would count this host's flows twice",
             describe_holder(&nested.holder),
             nested.dir.display(),
+            inner.display(),
+            outer.display(),
+            outer.display()
         );
+        // An agent is a service: a debug `record` inside its spool must not keep it down
+        // (systemd restarting it in vain); it says so, and the record is the one refused.
+        if who == "agent" {
+            log::warn!("{problem} until it ends");
+        } else {
+            anyhow::bail!(
+                "{problem}; stop it or give this one an --out that neither contains {} nor lies inside it",
+                nested.dir.display()
+            );
+        }
     }
     Ok(OutputLock { _locks: locks })
 }
@@ -214,15 +228,34 @@ fn nested_claim(dir: &Path, lock_names: &[String]) -> Option<NestedClaim> {
     if let Some(found) = dir.ancestors().skip(1).find_map(|a| claim(a, true)) {
         return Some(found);
     }
-    walkdir::WalkDir::new(&dir)
+    // Not across mounts (a hung network mount below `--out` must not hang the start), nor
+    // into a spool's own partitions (no output is ever nested there).
+    let mut seen = 0;
+    let found = walkdir::WalkDir::new(&dir)
         .min_depth(1)
         .max_depth(NESTED_SCAN_DEPTH)
         .follow_links(false)
+        .same_file_system(true)
         .into_iter()
+        .filter_entry(|e| {
+            !e.file_name().to_str().is_some_and(|n| {
+                ["table=", "date=", "hour=", "host="]
+                    .iter()
+                    .any(|p| n.starts_with(p))
+            })
+        })
         .take(NESTED_SCAN_LIMIT)
+        .inspect(|_| seen += 1)
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_dir())
-        .find_map(|e| claim(e.path(), false))
+        .find_map(|e| claim(e.path(), false));
+    if found.is_none() && seen >= NESTED_SCAN_LIMIT {
+        log::warn!(
+            "{}: looked for another scaletrace output in its first {NESTED_SCAN_LIMIT} entries only",
+            dir.display()
+        );
+    }
+    found
 }
 
 /// What the lock file of a live recorder of `dir` says (the current name first: the names kept
@@ -235,14 +268,21 @@ fn claimed(dir: &Path, lock_names: &[String]) -> Option<String> {
 
 /// What the lock file at `path` says, if a live process holds it. Opened read-only, without
 /// following a link or blocking on a FIFO, and locked shared for an instant: a held exclusive
-/// lock refuses that.
+/// lock refuses that (a recorder taking its lock meanwhile retries, `DirLock`). A lock file
+/// this user cannot open (another user's, mode 0600) is looked up in `/proc/locks` instead.
 fn held_by_another(path: &Path) -> Option<String> {
     use std::{io::Read as _, os::unix::fs::OpenOptionsExt as _};
-    let mut file = std::fs::OpenOptions::new()
+    let opened = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .ok()?;
+        .open(path);
+    let mut file = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return flock_holder(path).map(|pid| pid.to_string());
+        }
+        Err(_) => return None,
+    };
     if !file.metadata().ok()?.is_file() {
         return None;
     }
@@ -254,6 +294,36 @@ fn held_by_another(path: &Path) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// The pid holding a `flock` on the regular file at `path`, from `/proc/locks` (which names
+/// each lock's file by device and inode): needs no permission on the file itself.
+fn flock_holder(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    flock_holder_in(
+        &locks,
+        libc::major(meta.dev()),
+        libc::minor(meta.dev()),
+        meta.ino(),
+    )
+}
+
+/// `/proc/locks` lines read `1: FLOCK  ADVISORY  WRITE 1234 fd:01:123456 0 EOF` (major and
+/// minor in hex); a waiting lock's line has `->` after the number.
+fn flock_holder_in(locks: &str, major: u32, minor: u32, inode: u64) -> Option<u32> {
+    let file = format!("{major:02x}:{minor:02x}:{inode}");
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        match fields.as_slice() {
+            [_, "FLOCK", _, _, pid, id, ..] if *id == file => pid.parse().ok(),
+            _ => None,
+        }
+    })
 }
 
 /// Hive partition values cannot hold `/` or `=`; hostnames normally have neither.
@@ -333,23 +403,53 @@ mod tests {
         // another host's recorder may (its flows are its own)
         drop(claim_output(&inner, "other", "record").unwrap());
         drop(agent);
-        // the other way round: an agent on a directory holding a running record's output
+        // the other way round: a record on a directory holding a running record's output is
+        // refused; an agent (a service) starts, saying so
         let record = claim_output(&inner, "h", "record").unwrap();
-        let e = claim_output(&spool, "h", "agent").unwrap_err().to_string();
+        let e = claim_output(&spool, "h", "record").unwrap_err().to_string();
+        let inner_real = inner.canonicalize().unwrap();
         assert!(
-            e.contains(&format!(
+            e.starts_with(&format!(
                 "another scaletrace record (pid {}) is writing to {} for host h, and {} is inside {}",
                 std::process::id(),
-                inner.canonicalize().unwrap().display(),
-                inner.canonicalize().unwrap().display(),
-                spool.display()
+                inner_real.display(),
+                inner_real.display(),
+                spool_real.display()
             )),
             "{e}"
         );
+        assert!(
+            e.ends_with(&format!(
+                "give this one an --out that neither contains {} nor lies inside it",
+                inner_real.display()
+            )),
+            "{e}"
+        );
+        drop(claim_output(&spool, "h", "agent").unwrap());
         drop(record);
         // lock files left by finished runs are no claim
         drop(claim_output(&spool, "h", "agent").unwrap());
         drop(claim_output(&inner, "h", "record").unwrap());
+    }
+
+    #[test]
+    fn a_lock_is_found_in_proc_locks_by_device_and_inode() {
+        let locks = "1: POSIX  ADVISORY  WRITE 99 fd:01:77 0 EOF\n\
+                     2: FLOCK  ADVISORY  WRITE 4242 fd:01:123456 0 EOF\n\
+                     2: -> FLOCK  ADVISORY  WRITE 4243 fd:01:123456 0 EOF\n";
+        assert_eq!(flock_holder_in(locks, 0xfd, 1, 123456), Some(4242));
+        assert_eq!(flock_holder_in(locks, 0xfd, 1, 77), None);
+        assert_eq!(flock_holder_in(locks, 0xfd, 2, 123456), None);
+        // a file this process holds, as the kernel lists it
+        let dir = tempfile::tempdir().unwrap();
+        let held = crate::atomic_file::DirLock::take(dir.path(), "l.lock", "t", |_| String::new())
+            .unwrap();
+        assert_eq!(
+            flock_holder(&dir.path().join("l.lock")),
+            Some(std::process::id())
+        );
+        drop(held);
+        assert_eq!(flock_holder(&dir.path().join("l.lock")), None);
     }
 
     #[test]

@@ -1563,8 +1563,8 @@ CREATE OR REPLACE MACRO st_iso(us) AS strftime(make_timestamp(us::BIGINT), '%Y-%
 -- A straggler's step counts by how much of its typical extra work (its median held step) it
 -- did, at most once: a slow rank adds its slowness every step, and on a busy host any rank
 -- does a few ms more than the others in some steps (a rank slowed 60 ms from step 15 also
--- "held up" 4 of the 12 steps before it by 5-20 ms, two of them just before it, and the
--- onset came 2 steps early). A network culprit's steps count whole: its evidence varies by
+-- "held up" 4 of the 12 steps before it, by 6-21 ms against ~70 ms from step 15 on, two of
+-- them just before it, and the onset came 2 steps early). A network culprit's steps count whole: its evidence varies by
 -- nature (a retransmit timeout holds a step 200 ms, a fast retransmit a few ms) and a fault
 -- arriving mid-step holds its first step briefly (weighing them moved 5 of 24 stored network
 -- onsets 1-2 steps late).
@@ -1588,7 +1588,7 @@ its AS (SELECT DISTINCT iteration FROM st_collective_excess WHERE iteration IS N
 grid AS (
     SELECT c.cause, c.culprit, i.iteration, h.iteration IS NOT NULL AS held,
            CASE WHEN h.iteration IS NULL THEN 0.0
-                WHEN c.cause = 'straggler' THEN least(1.0, h.evidence_us / c.typical_us)
+                WHEN c.cause = 'straggler' THEN coalesce(least(1.0, h.evidence_us / nullif(c.typical_us, 0)), 1.0)
                 ELSE 1.0 END AS weight
     FROM (SELECT cause, culprit, median(evidence_us) AS typical_us FROM hit WHERE iteration IS NOT NULL GROUP BY ALL) c
     CROSS JOIN its i
@@ -1608,7 +1608,8 @@ onset AS (
     SELECT cause, culprit,
            CASE WHEN max(gain) FILTER (WHERE rising) > 1.5 * ln(any_value(steps))
                 THEN arg_max(iteration, (gain, -iteration)) FILTER (WHERE rising)
-                ELSE min(iteration) END AS onset_iteration,
+                -- no change point: its first step held up by at least half its typical
+                ELSE coalesce(min(iteration) FILTER (WHERE weight >= 0.5), min(iteration)) END AS onset_iteration,
            coalesce(max(gain) FILTER (WHERE rising) > 1.5 * ln(any_value(steps)), false) AS changed
     FROM scored GROUP BY cause, culprit),
 stepped AS (

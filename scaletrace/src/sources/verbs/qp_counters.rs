@@ -225,6 +225,32 @@ struct Last {
     state: Option<u8>,
 }
 
+/// A device's ports as last read, and when.
+#[derive(Default)]
+struct KnownPorts {
+    /// port -> network device
+    ports: HashMap<u32, Option<String>>,
+    read_at: i64,
+}
+
+/// How often a device's ports are read again while a QP names one they lack (a port the
+/// kernel never lists must not cost a dump every sample).
+const PORTS_REREAD_NS: i64 = 10_000_000_000;
+
+/// Whether to read a device's ports (again): never read, or a QP names a port missing from
+/// them and the last reading is old enough.
+fn ports_to_read(known: Option<&KnownPorts>, qps: &[QpEntry], now: i64) -> bool {
+    match known {
+        None => true,
+        Some(k) => {
+            now - k.read_at >= PORTS_REREAD_NS
+                && qps
+                    .iter()
+                    .any(|qp| qp.port.is_some_and(|p| !k.ports.contains_key(&p)))
+        }
+    }
+}
+
 /// One QP's readings in a sample, before they become rows.
 struct Reading<'a> {
     device: &'a str,
@@ -241,10 +267,10 @@ pub struct QpSampler {
     host: String,
     socket: Option<Socket>,
     seq: u32,
-    /// (device index, name) -> (port -> network device): read when a device first appears and
-    /// again when a QP names a port it lacks (a failed dump, a port added since); a device
-    /// removed and created again gets a new index, so it is read afresh.
-    netdevs: HashMap<(u32, String), HashMap<u32, Option<String>>>,
+    /// (device index, name) -> its ports: read when a device first appears and again when a
+    /// QP names a port they lack (a failed dump, a port added since); a device removed and
+    /// created again gets a new index, so it is read afresh (and the old entry dropped).
+    netdevs: HashMap<(u32, String), KnownPorts>,
     last: HashMap<Key, Last>,
 }
 
@@ -289,26 +315,26 @@ impl QpSampler {
     }
 
     /// The device's ports and their network devices, read again when a QP names a port the last
-    /// reading lacks.
-    fn port_netdevs(&mut self, device: &Device, qps: &[QpEntry]) -> &HashMap<u32, Option<String>> {
+    /// reading lacks (at most every `PORTS_REREAD_NS`); a failed reading keeps the previous one.
+    fn port_netdevs(
+        &mut self,
+        device: &Device,
+        qps: &[QpEntry],
+        now: i64,
+    ) -> &HashMap<u32, Option<String>> {
         let key = (device.index, device.name.clone());
-        let stale = match self.netdevs.get(&key) {
-            None => true,
-            Some(ports) => qps
-                .iter()
-                .any(|qp| qp.port.is_some_and(|p| !ports.contains_key(&p))),
-        };
-        if stale {
-            let ports = self
+        if ports_to_read(self.netdevs.get(&key), qps, now) {
+            let reading = self
                 .dump(CMD_PORT_GET, &[(ATTR_DEV_INDEX, device.index)])
-                .map(|m| parse_port_netdevs(&m))
-                .unwrap_or_else(|e| {
-                    log::debug!("qp_counters: ports of {}: {e:#}", device.name);
-                    HashMap::new()
-                });
-            self.netdevs.insert(key.clone(), ports);
+                .map(|m| parse_port_netdevs(&m));
+            let known = self.netdevs.entry(key.clone()).or_default();
+            known.read_at = now;
+            match reading {
+                Ok(ports) => known.ports = ports,
+                Err(e) => log::debug!("qp_counters: ports of {}: {e:#}", device.name),
+            }
         }
-        &self.netdevs[&key]
+        &self.netdevs[&key].ports
     }
 
     /// Rows for QP counters seen for the first time and for those that changed (value or QP
@@ -326,6 +352,7 @@ impl QpSampler {
         };
         let mut rows = Vec::new();
         let mut seen = std::collections::HashSet::new();
+        let mut listed = std::collections::HashSet::new();
         for device in devices {
             let qps = match self.dump(CMD_RES_QP_GET, &[(ATTR_DEV_INDEX, device.index)]) {
                 Ok(m) => parse_qps(&m),
@@ -345,7 +372,8 @@ impl QpSampler {
                 )
                 .map(|m| parse_counters(&m))
                 .unwrap_or_default();
-            let netdevs = self.port_netdevs(&device, &qps).clone();
+            listed.insert((device.index, device.name.clone()));
+            let netdevs = self.port_netdevs(&device, &qps, now).clone();
             let mut readings = Vec::new();
             for qp in &qps {
                 // A QP has no port until its move to INIT binds one (the kernel lists none
@@ -426,6 +454,8 @@ impl QpSampler {
         }
         // QPs destroyed since: forget them, so a reused QP number starts afresh
         self.last.retain(|k, _| seen.contains(k));
+        // devices removed since (a device created again has a new index)
+        self.netdevs.retain(|k, _| listed.contains(k));
         rows
     }
 }
@@ -621,5 +651,28 @@ mod tests {
             .u32(ATTR_PORT_INDEX, 2)
             .message();
         assert_eq!(parse_port_netdevs(&[ib]), HashMap::from([(2, None)]));
+    }
+
+    #[test]
+    fn ports_are_read_again_for_a_port_they_lack_at_most_every_ten_seconds() {
+        let qp = |port| QpEntry {
+            port,
+            ..Default::default()
+        };
+        let known = KnownPorts {
+            ports: HashMap::from([(1, Some("eth0".to_string())), (2, None)]),
+            read_at: 100,
+        };
+        assert!(ports_to_read(None, &[], 0));
+        let later = 100 + PORTS_REREAD_NS;
+        // a QP without a port yet, on a listed port, on an InfiniBand port: nothing to read
+        assert!(!ports_to_read(
+            Some(&known),
+            &[qp(None), qp(Some(1)), qp(Some(2))],
+            later
+        ));
+        // a port the last reading lacks: read again, but not twice within ten seconds
+        assert!(ports_to_read(Some(&known), &[qp(Some(3))], later));
+        assert!(!ports_to_read(Some(&known), &[qp(Some(3))], later - 1));
     }
 }

@@ -39,7 +39,7 @@ table! {
         ts: i64 => ts_col("Sample time."),
         device: String => str_col("RDMA device, e.g. `mlx5_0`, `rxe0`."),
         port: Option<u32> => opt_u32_col("", "Device port the QP is bound to; null before its first modify."),
-        netdev: Option<String> => opt_str_col("Network device of that port (RoCE, iWARP); null for InfiniBand and while the QP has no port."),
+        netdev: Option<String> => opt_str_col("Network device of that port (RoCE, iWARP); null for InfiniBand, while the QP has no port, for a network device in another network namespace than the recorder's (the kernel leaves its name out), and where the device's ports could not be read."),
         qp_num: u32 => u32_col("", "Local QP number."),
         qp_type: &'static str => str_col("`RC`, `UC`, `UD`, `GSI`, `SMI`, `RAW_PACKET`, `XRC_INI`, `XRC_TGT`."),
         state: Option<&'static str> => opt_str_col("QP state: `RESET`, `INIT`, `RTR`, `RTS`, `SQD`, `SQE`, `ERR`."),
