@@ -69,6 +69,7 @@ def test_a_second_recorder_into_the_same_out_is_refused(tmp_path):
     assert nested.returncode == 1
     line = error_line(nested)
     assert f"is writing to {out} for host" in line and f"{out / 'debug'} is inside {out}" in line, line
+    assert not (out / "debug").exists(), "a refused record leaves the directory it created"
     assert first.stop() == 0, first.stderr
     assert len(list((out / "capture").glob("*.parquet"))) == 1
     again = run("record", "--out", str(out), "--port", "1", "--no-gpu", "--duration", "1s")

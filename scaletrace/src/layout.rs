@@ -135,7 +135,6 @@ pub struct OutputLock {
 /// samples twice, and `analyze` would count them all twice; an agent would also remove the
 /// other's open files as a crash's leftovers. Fails naming the holder.
 pub fn claim_output(dir: &Path, host: &str, who: &str) -> anyhow::Result<OutputLock> {
-    let host_part = partition_value(host);
     let busy = |holder: &str| {
         let holder = describe_holder(holder);
         format!(
@@ -143,11 +142,7 @@ pub fn claim_output(dir: &Path, host: &str, who: &str) -> anyhow::Result<OutputL
             dir.display()
         )
     };
-    let lock_names = [
-        format!(".scaletrace.{host_part}.lock"),
-        format!(".scaletrace-agent.{host_part}.lock"),
-        format!(".scaletrace-record.{host_part}.lock"),
-    ];
+    let lock_names = lock_names(host);
     let mut locks = vec![crate::atomic_file::DirLock::take(
         dir,
         &lock_names[0],
@@ -187,6 +182,17 @@ pub fn claim_output(dir: &Path, host: &str, who: &str) -> anyhow::Result<OutputL
         }
     }
     Ok(OutputLock { _locks: locks })
+}
+
+/// The lock files a recorder of `host` holds in its output directory: this version's first,
+/// then the names earlier versions locked.
+pub fn lock_names(host: &str) -> [String; 3] {
+    let host_part = partition_value(host);
+    [
+        format!(".scaletrace.{host_part}.lock"),
+        format!(".scaletrace-agent.{host_part}.lock"),
+        format!(".scaletrace-record.{host_part}.lock"),
+    ]
 }
 
 /// The holder a lock file names: it says `<pid> <record|agent>` (an older version's, its pid

@@ -296,14 +296,31 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
     }
 }
 
-/// Creates `--out` and claims it for this run (`layout::claim_output`).
+/// Creates `--out` and claims it for this run (`layout::claim_output`). Refused, it leaves
+/// nothing behind that it created: a mistyped `--out` inside a running agent's spool must not
+/// leave an empty directory there (with lock files that look like a recording's).
 fn lock_out(out: &std::path::Path, host: &str) -> Result<crate::layout::OutputLock> {
     if out.exists() && !out.is_dir() {
         bail!("--out {} is not a directory", out.display());
     }
+    // the directories this call creates, deepest first
+    let created: Vec<&std::path::Path> = out.ancestors().take_while(|d| !d.exists()).collect();
     std::fs::create_dir_all(out)
         .map_err(|e| anyhow::anyhow!("--out {}: cannot create it: {e}", out.display()))?;
-    crate::layout::claim_output(out, host, "record")
+    crate::layout::claim_output(out, host, "record").inspect_err(|_| {
+        if created.is_empty() {
+            return;
+        }
+        for name in crate::layout::lock_names(host) {
+            let _ = std::fs::remove_file(out.join(name));
+        }
+        // each only if empty: anything another process put there meanwhile stays
+        for dir in created {
+            if std::fs::remove_dir(dir).is_err() {
+                break;
+            }
+        }
+    })
 }
 
 /// `Housekeeping::finish` on a blocking thread while this one listens for a second SIGINT,
