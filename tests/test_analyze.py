@@ -743,6 +743,20 @@ def test_a_straggler_begins_where_its_slowness_does_not_at_a_few_ms_of_noise(tmp
     assert abs(first["time_lost_s"] - measured) <= 0.3 * measured, (first["time_lost_s"], measured)
 
 
+def test_an_intermittent_fault_begins_at_the_earliest_step_the_evidence_allows(tmp_path):
+    """A real recording (tests/data/loss-gap-after-onset: DDP, 4 nodes, 3 % loss on node2 from
+    step 15 of 40). The loss held up steps 15, 18 and 19, then none until 23: the best split
+    of the held-up steps is 23, and the verdict said the trouble began there, 8 steps late. A
+    network culprit's onset is the earliest split the evidence cannot tell from the best."""
+    data = os.path.join(os.path.dirname(__file__), "data", "loss-gap-after-onset")
+    out = tmp_path / "findings.json"
+    analyze(os.path.join(data, "fleet"), "--json", str(out), "--no-report")
+    first = json.loads(out.read_text())[0]
+    assert (first["category"], first["subject"]) == ("slowdown", "node2"), first["summary"]
+    assert first["first_step"] == 15, first["seen_when"]
+    assert "held up 18 of the 25 steps from there to step 39" in first["seen_when"], first["seen_when"]
+
+
 def test_recorded_loss_hot_spot_is_found(tmp_path):
     """Real capture: two peers, one behind 3 % random loss; analyze names the lossy peer."""
     clean, lossy = NetPair(), NetPair()
