@@ -221,7 +221,7 @@ struct NestedClaim {
 
 /// Another live recorder of the same host claiming a directory above `dir` or below it: their
 /// files would be read together by a query over the outer one. A lock file this user cannot
-/// read is passed over (nothing to say about it).
+/// open is looked up in `/proc/locks` (`held_by_another`).
 fn nested_claim(dir: &Path, lock_names: &[String]) -> Option<NestedClaim> {
     let dir = dir.canonicalize().ok()?;
     let claim = |d: &Path, above| {
