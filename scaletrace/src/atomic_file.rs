@@ -102,12 +102,11 @@ impl DirLock {
                 // a non-root recorder (one run with capabilities) in a directory a root agent
                 // or record used before: the lock file is theirs and read-only to this user
                 match owner_uid(&path) {
-                    Some(uid) if e.kind() == std::io::ErrorKind::PermissionDenied => anyhow::anyhow!(
-                        "{} belongs to uid {uid}, another user whose scaletrace used {} before: this user cannot lock it; give this run another directory, or run it as that user",
-                        path.display(),
-                        dir.display()
-                    ),
-                    _ => anyhow::Error::new(e).context(format!("opening the lock {}", path.display())),
+                    Some(uid) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                        another_users_lock(&path, uid, dir)
+                    }
+                    _ => anyhow::Error::new(e)
+                        .context(format!("opening the lock {}", path.display())),
                 }
             })?;
         // As root in a directory others may write to: a FIFO, a hard link to another file or
@@ -120,12 +119,7 @@ impl DirLock {
             // SAFETY: geteuid has no preconditions and cannot fail.
             let euid = unsafe { libc::geteuid() };
             if meta.is_file() && meta.nlink() == 1 && meta.uid() != euid {
-                bail!(
-                    "{} belongs to uid {}, another user whose scaletrace used {} before: a recorder locks only files its own user created; give this run another directory, or run it as that user",
-                    path.display(),
-                    meta.uid(),
-                    dir.display()
-                );
+                return Err(another_users_lock(&path, meta.uid(), dir));
             }
             if !meta.is_file() || meta.nlink() != 1 {
                 bail!(
@@ -199,6 +193,16 @@ fn check_real_dir(p: &Path) -> Result<()> {
         bail!("{} is not a directory", p.display());
     }
     Ok(())
+}
+
+/// The refusal of a lock file another user's scaletrace created (opening it failed, or it is
+/// not ours to lock and truncate).
+fn another_users_lock(path: &Path, uid: u32, dir: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} belongs to uid {uid}, another user whose scaletrace used {} before: a recorder locks only files its own user created; give this run another directory, or run it as that user",
+        path.display(),
+        dir.display()
+    )
 }
 
 /// The owner of a file, not following a link.
