@@ -391,12 +391,14 @@ class Run:
     def __init__(self, lab, run_dir, job, record, analyze, timeout, log, plant=None, recorder="node"):
         self.lab, self.dir, self.job = lab, os.path.abspath(run_dir), job
         self.fault_flag = os.path.join(self.dir, "fault-now")
-        self.fault_planted_ns = None
+        # when the lab began and when it had finished planting a fault from outside: it takes
+        # effect piece by piece in between (one node's tc or iptables command after another)
+        self.fault_planting_ns = self.fault_planted_ns = None
         self._plant = plant
         if plant and job["fault_from_step"] == 0:
             plant(lab)
             self._plant = None
-            self.fault_planted_ns = 0
+            self.fault_planting_ns = self.fault_planted_ns = 0
         self.fleet = os.path.join(self.dir, "fleet")
         self.kineto = os.path.join(self.dir, "kineto")
         self.truth_dir = os.path.join(self.dir, "truth")
@@ -488,6 +490,7 @@ class Run:
         while True:
             if self._plant and os.path.exists(self.fault_flag):
                 # rank 0 started the fault's first step: plant it now (the job does not wait)
+                self.fault_planting_ns = time.time_ns()
                 self._plant(lab)
                 self._plant = None
                 self.fault_planted_ns = time.time_ns()
@@ -551,7 +554,8 @@ class Run:
                 "world_size": self.lab.world_size, "mode": self.lab.mode, "ips": self.lab.ips,
                 "hosts": [self.lab.hostname(k) for k in range(self.lab.nodes)], "job": self.job,
                 "faults": self.faults, "dropped_packets": self.dropped, "timings": self.timings,
-                "fault_planted_ns": self.fault_planted_ns, "time_lost_in_run_s": self.time_lost_in_run(),
+                "fault_planting_ns": self.fault_planting_ns, "fault_planted_ns": self.fault_planted_ns,
+                "time_lost_in_run_s": self.time_lost_in_run(),
                 "median_step_s": self.median_step(), "step_times_s": self.step_times(),
                 "findings": self.findings}
 

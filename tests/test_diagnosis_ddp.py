@@ -221,14 +221,20 @@ def test_analyze_ran_on_every_run(clean, lossy, limited, slow):
         assert len(gpu_files) == NODES
 
 
-def planted_step(run):
-    """The step rank 0 was in when the lab had planted the fault: the lab plants a network fault
-    from outside once rank 0 starts step ONSET (tc and iptables in the nodes' namespaces), which
+def planted_steps(run):
+    """The steps rank 0 was in when the lab began and when it had finished planting the fault:
+    the lab plants a network fault from outside once rank 0 starts step ONSET (tc and iptables
+    in the nodes' namespaces, one command after another, each in effect once it returns), which
     on a loaded machine took until step 20 once (a rate limit asked for at step 15, the steps
-    slower from 20 on). A slow rank starts in the job itself, at ONSET."""
+    slower from 20 on) and from step 15 to 18 another time (reordering, the steps held up from
+    16 on). A slow rank starts in the job itself, at ONSET."""
     if not run.fault_planted_ns:
-        return ONSET
-    return max(s["step"] for s in run.truth[0]["steps"] if s["start_ns"] <= run.fault_planted_ns)
+        return ONSET, ONSET
+
+    def step_at(ns):
+        return max(s["step"] for s in run.truth[0]["steps"] if s["start_ns"] <= ns)
+
+    return step_at(run.fault_planting_ns), step_at(run.fault_planted_ns)
 
 
 @pytest.mark.diagnosis
@@ -265,15 +271,17 @@ def test_the_verdict_says_when_the_problem_began_and_where_to_look(fault, reques
     first when it began. Its first step is the step the fault was planted at (3 % loss holds up
     most steps, not each one, so its first held-up step may come a few steps later), not a step
     of noise before it (a slow rank planted at step 33 also left evidence in step 19), and its
-    moment is that step's on the ranks' own clocks. The planted step is the one in which the
-    lab had finished planting it (`planted_step`)."""
+    moment is that step's on the ranks' own clocks. The planted steps are those the lab was
+    planting it in (`planted_steps`): from the first to the last, any of them may be the first
+    the fault held up."""
     run = request.getfixturevalue(fault)
     first = run.findings[0]
     late = fault in ("lossy", "reordered")  # faults that hold up most steps, not each one
     later = 4 if late else 1
     assert first.get("first_step") is not None, first
-    began = planted_step(run)
-    assert began - 1 <= first["first_step"] <= began + later, (first["first_step"], began, first["seen_when"])
+    began, finished = planted_steps(run)
+    assert began - 1 <= first["first_step"] <= finished + later, (first["first_step"], began, finished,
+                                                                first["seen_when"])
     step = run.truth[0]["steps"][first["first_step"]]
     began_ns = datetime.datetime.fromisoformat(first["first_seen"]).timestamp() * 1e9
     assert step["start_ns"] - 50e6 <= began_ns <= step["end_ns"] + 50e6, (first["first_seen"], step)
