@@ -160,8 +160,10 @@ fn bpf_linker() -> Result<()> {
 /// tests (about 350 MB, no GPU needed); moto is the S3 server of the export tests; Pillow
 /// checks the report screenshots; prometheus-client's parser reads the agent's textfile;
 /// pyarrow, Polars and PySpark (about 450 MB) are the other engines that must read the store
-/// (the versions docs/schema.md names as tested).
-const PYTHON_PACKAGES: [&str; 9] = [
+/// (the versions docs/schema.md names as tested); sqlglot translates the analysis views into
+/// Spark SQL (scaletrace/src/analyze/spark/translate.py), pinned: another version may write
+/// the checked-in translation differently.
+const PYTHON_PACKAGES: [&str; 10] = [
     "duckdb",
     "pytest",
     "nvidia-nccl-cu12",
@@ -171,11 +173,13 @@ const PYTHON_PACKAGES: [&str; 9] = [
     "pyarrow>=26,<27",
     "polars>=2.1,<3",
     "pyspark>=4.3,<5",
+    "sqlglot==30.31.0",
 ];
 
 fn python_test_tools() -> Result<()> {
     pip_install(
-        "import duckdb, pytest, nvidia.nccl, moto.server, boto3, PIL, prometheus_client, pyarrow, polars, pyspark",
+        "import duckdb, pytest, nvidia.nccl, moto.server, boto3, PIL, prometheus_client, pyarrow, polars, pyspark, sys, \
+         importlib.metadata as m; sys.exit(m.version('sqlglot') != '30.31.0')",
         &PYTHON_PACKAGES,
         "",
     )

@@ -846,13 +846,16 @@ LEFT JOIN st_host_network_window n USING (host, w)
 WHERE g.waiting_on_collectives AND g.rank IS NOT NULL AND g.device = 'gpu';
 
 CREATE OR REPLACE VIEW st_gpu_idle AS
-SELECT i.host, i.rank, count(*) AS idle_windows,
-       (SELECT count(*) FROM st_rank_window g WHERE g.host = i.host AND g.rank = i.rank) AS windows,
+SELECT i.host, i.rank, count(*) AS idle_windows, coalesce(any_value(n.windows), 0) AS windows,
        count(*) FILTER (WHERE network_symptom) AS explained_windows,
        sum(retransmits) AS retransmits, max(max_rtt_inflation) AS max_rtt_inflation,
        nullif(array_to_string(list_sort(list_distinct(flatten(list(string_split(affected_peers, ', '))))), ', '), '') AS affected_peers,
        avg(comm_frac) AS collective_fraction
-FROM st_gpu_idle_window i GROUP BY i.host, i.rank;
+-- (the windows by a join: Spark takes no correlated subquery beside aggregates)
+FROM st_gpu_idle_window i
+LEFT JOIN (SELECT host, rank, count(*) AS windows FROM st_rank_window GROUP BY host, rank) n
+       ON n.host = i.host AND n.rank = i.rank
+GROUP BY i.host, i.rank;
 
 -- The same per host: one finding per node, not per GPU. A slow link makes every rank of the
 -- job wait in the same windows, and a line per rank named the same windows and peers eight
@@ -863,17 +866,19 @@ CREATE OR REPLACE VIEW st_gpu_idle_host AS
 WITH r AS (SELECT * FROM st_gpu_idle, st_params p WHERE idle_windows >= p.min_idle_windows),
 w AS (
     SELECT DISTINCT i.host, i.w, i.network_symptom, i.retransmits, i.max_rtt_inflation, i.affected_peers
-    FROM st_gpu_idle_window i JOIN r USING (host, rank))
-SELECT r.host, count(*) AS idle_ranks, list(r.rank ORDER BY r.rank) AS ranks,
-       (SELECT count(DISTINCT g.rank) FROM st_rank_window g WHERE g.host = r.host AND g.device = 'gpu') AS gpu_ranks,
-       (SELECT count(DISTINCT g.w) FROM st_rank_window g WHERE g.host = r.host AND g.device = 'gpu') AS windows,
-       (SELECT count(*) FROM w WHERE w.host = r.host) AS idle_windows,
-       (SELECT count(*) FROM w WHERE w.host = r.host AND w.network_symptom) AS explained_windows,
-       (SELECT coalesce(sum(w.retransmits), 0) FROM w WHERE w.host = r.host) AS retransmits,
-       (SELECT max(w.max_rtt_inflation) FROM w WHERE w.host = r.host) AS max_rtt_inflation,
-       (SELECT nullif(array_to_string(list_sort(list_distinct(flatten(list(string_split(w.affected_peers, ', '))))), ', '), '')
-          FROM w WHERE w.host = r.host) AS affected_peers
-FROM r GROUP BY r.host;
+    FROM st_gpu_idle_window i JOIN r USING (host, rank)),
+-- each per host, joined below (Spark takes no correlated subquery beside aggregates)
+k AS (SELECT host, count(*) AS idle_ranks, list(rank ORDER BY rank) AS ranks FROM r GROUP BY host),
+g AS (SELECT host, count(DISTINCT rank) AS gpu_ranks, count(DISTINCT w) AS windows
+      FROM st_rank_window WHERE device = 'gpu' GROUP BY host),
+h AS (SELECT host, count(*) AS idle_windows, count(*) FILTER (WHERE network_symptom) AS explained_windows,
+             coalesce(sum(retransmits), 0) AS retransmits, max(max_rtt_inflation) AS max_rtt_inflation,
+             nullif(array_to_string(list_sort(list_distinct(flatten(list(string_split(affected_peers, ', '))))), ', '), '') AS affected_peers
+      FROM w GROUP BY host)
+SELECT k.host, k.idle_ranks, k.ranks, coalesce(g.gpu_ranks, 0) AS gpu_ranks, coalesce(g.windows, 0) AS windows,
+       coalesce(h.idle_windows, 0) AS idle_windows, coalesce(h.explained_windows, 0) AS explained_windows,
+       coalesce(h.retransmits, 0) AS retransmits, h.max_rtt_inflation, h.affected_peers
+FROM k LEFT JOIN g ON g.host = k.host LEFT JOIN h ON h.host = k.host;
 
 ------------------------------------------------------------------------------------------
 -- 7. What slowed the job, where, and how much it cost
@@ -937,13 +942,16 @@ h AS (
            count(*) AS flows
     FROM l JOIN st_flow_baseline b USING (host, flow_id) JOIN flows f USING (host, flow_id), st_params p
     WHERE coalesce(f.bytes_sent, 0) >= p.min_flow_bytes
-    GROUP BY p.min_queueing_us, p.queueing_vs_fleet)
+    GROUP BY p.min_queueing_us, p.queueing_vs_fleet),
+-- one row (an aggregate of h, which has one or none), not a lateral join: Spark refuses those
+u AS (
+    SELECT coalesce(max(h.flows), 0) > 0
+           AND (SELECT count(*) FROM healthy) >= (SELECT min_occurrences FROM st_params) AS used
+    FROM h)
 SELECT CASE WHEN used THEN h.queueing_us ELSE f.queueing_us END AS queueing_us,
        CASE WHEN used THEN h.threshold_us ELSE f.threshold_us END AS threshold_us,
        CASE WHEN used THEN 'healthy steps' ELSE 'whole run' END AS judged_over
-FROM st_fleet_queueing f LEFT JOIN h ON true
-CROSS JOIN LATERAL (SELECT coalesce(h.flows, 0) > 0
-                             AND (SELECT count(*) FROM healthy) >= (SELECT min_occurrences FROM st_params) AS used);
+FROM st_fleet_queueing f LEFT JOIN h ON true CROSS JOIN u;
 
 -- Which node is at each end of a retransmitted segment: the recording host, and the host that
 -- owns the remote address in the same capture (else the address itself).
@@ -1248,25 +1256,26 @@ FROM x GROUP BY culprit;
 -- sample may lie before the culprit's steps): sorting every sample of the capture for them
 -- is what held memory on a fleet's store.
 CREATE OR REPLACE VIEW st_culprit_spurious AS
+-- (the samples are r_s, not s: inside the EXISTS below Spark would take s for st_culprit_step_window's column)
 WITH c AS (SELECT DISTINCT culprit, ends FROM st_culprit_step_window WHERE cause = 'network'),
 on_links AS (
     SELECT DISTINCT n.host, n.flow_id, n.node, n.remote_node
     FROM st_data_flow n JOIN c ON st_on_culprit_links(c.ends, n.node, n.remote_node)),
-s AS (
+r_s AS (
     SELECT n.node, n.remote_node, st_us(r.ts) AS ts_us,
            -- signed: a count that went down (a socket reused after a disconnect) adds nothing
            greatest(0, r.total_retrans::BIGINT - lag(r.total_retrans::BIGINT) OVER w) AS resent,
            greatest(0, r.dsack_dups::BIGINT - lag(r.dsack_dups::BIGINT) OVER w) AS spurious
     FROM rtt r JOIN on_links n USING (host, flow_id)
     WINDOW w AS (PARTITION BY r.host, r.flow_id ORDER BY r.ts))
-SELECT c.culprit, sum(s.resent) AS resent, sum(s.spurious) AS spurious,
+SELECT c.culprit, sum(r_s.resent) AS resent, sum(r_s.spurious) AS spurious,
        -- a DSACK can come in a sample after its retransmit's: at most all of them
-       least(1.0, sum(s.spurious) / nullif(sum(s.resent), 0)) AS spurious_share,
-       sum(s.resent) > 0 AND sum(s.spurious) > 0 AND sum(s.spurious) >= any_value(p.min_spurious_share) * sum(s.resent) AS reordered
-FROM c JOIN s ON st_on_culprit_links(c.ends, s.node, s.remote_node) CROSS JOIN st_params p
-WHERE s.spurious IS NOT NULL AND s.resent IS NOT NULL
-  AND EXISTS (SELECT 1 FROM st_culprit_step_window w
-              WHERE w.cause = 'network' AND w.culprit = c.culprit AND s.ts_us BETWEEN w.s AND w.e)
+       least(1.0, sum(r_s.spurious) / nullif(sum(r_s.resent), 0)) AS spurious_share,
+       sum(r_s.resent) > 0 AND sum(r_s.spurious) > 0 AND sum(r_s.spurious) >= any_value(p.min_spurious_share) * sum(r_s.resent) AS reordered
+FROM c JOIN r_s ON st_on_culprit_links(c.ends, r_s.node, r_s.remote_node) CROSS JOIN st_params p
+WHERE r_s.spurious IS NOT NULL AND r_s.resent IS NOT NULL
+  AND EXISTS (SELECT 1 FROM st_culprit_step_window sw
+              WHERE sw.cause = 'network' AND sw.culprit = c.culprit AND r_s.ts_us BETWEEN sw.s AND sw.e)
 GROUP BY c.culprit;
 
 -- A slow link present from the job's first step leaves no healthy step to compare with: every
