@@ -158,12 +158,41 @@ def date_format(fmt):
     return out
 
 
+def strip_zeros(text):
+    """A formatted number's trailing fractional zeros removed, and its point if none are left
+    (as C's %g prints)."""
+    return f"regexp_replace(regexp_replace({text}, '(\\\\.[0-9]*?)0+$', '$1'), '\\\\.$', '')"
+
+
+def fixed(value, digits):
+    """`value` with `digits` (an SQL expression) decimals. format_number rounds the exact binary
+    value half to even, as C does (58.455 is 58.4549... and prints 58.45, 552.5 prints 552);
+    Java's %f rounds the shortest decimal form half up (58.46, 553)."""
+    pattern = f"IF(({digits}) > 0, concat('0.', repeat('0', {digits})), '0')"
+    return f"format_number({value}, {pattern})"
+
+
+def general(value, precision):
+    """C's %.Pg in Spark SQL: P significant digits, trailing zeros dropped, an exponent below
+    1e-4 or from 10^P on (Java's %g keeps the zeros and writes no exponent below 10^P)."""
+    x = value.sql(dialect="spark")
+    e1 = f"floor(log10(abs({x})))"
+    # the exponent after rounding: 9.996 is 10.0 at three digits
+    e = f"({e1} + IF(abs({x}) / power(10, {e1}) >= {10 - 5 * 10 ** -precision!r}, 1, 0))"
+    plain = strip_zeros(fixed(x, f"{precision - 1} - {e}"))
+    mantissa = strip_zeros(fixed(f"{x} / power(10, {e})", str(precision - 1)))
+    scientific = (f"concat({mantissa}, 'e', IF({e} < 0, '-', '+'), "
+                  f"lpad(CAST(abs({e}) AS STRING), 2, '0'))")
+    return sqlglot.parse_one(
+        f"CASE WHEN {x} = 0 THEN '0' WHEN {e} >= -4 AND {e} < {precision} THEN {plain} "
+        f"ELSE {scientific} END", read="spark")
+
+
 def printf(fmt, *args):
-    """DuckDB's printf in Spark's format_string, with every %.Nf written by format_number:
-    C rounds the exact binary value half to even (58.455 is 58.4549... and prints 58.45, 552.5
-    prints 552); Java's %f rounds the shortest decimal form half up (58.46, 553), its
-    DecimalFormat (format_number) the exact value half to even, as C."""
+    """DuckDB's printf in Spark's format_string, with C's rounding of %.Nf (`fixed`) and C's
+    %.Ng (`general`). DuckDB's printf is NULL when an argument is; Spark prints "null"."""
     args, out, parts = list(args), "", re.split(r"(%[-+ #0]*\d*(?:\.\d+)?[a-zA-Z%])", fmt.name)
+    originals = [a.copy() for a in args]
     position = 0
     for part in parts:
         spec = re.fullmatch(r"%([-+ #0]*)(\d*)(?:\.(\d+))?([a-zA-Z%])", part)
@@ -171,13 +200,15 @@ def printf(fmt, *args):
             out += part
             continue
         flags, width, digits, conv = spec.groups()
-        if conv == "f":
-            if width or flags not in ("", "+"):
+        if conv in ("f", "g"):
+            if width or flags not in ("", "+") or (conv == "g" and flags):
                 raise SystemExit(f"translate.py: printf {part} has no Spark form here")
             n = int(digits or 6)
             value = args[position]
-            text = exp.Anonymous(this="format_number", expressions=[
-                value.copy(), exp.Literal.string("0" + ("." + "0" * n if n else ""))])
+            if conv == "g":
+                text = general(value, n or 1)
+            else:
+                text = sqlglot.parse_one(fixed(value.sql(dialect="spark"), str(n)), read="spark")
             if flags == "+":
                 text = exp.DPipe(this=exp.If(this=exp.GTE(this=value.copy(), expression=exp.Literal.number(0)),
                                              true=exp.Literal.string("+"), false=exp.Literal.string("")),
@@ -187,7 +218,12 @@ def printf(fmt, *args):
         else:
             out += part
         position += 1
-    return exp.Anonymous(this="format_string", expressions=[exp.Literal.string(out), *args])
+    text = exp.Anonymous(this="format_string", expressions=[exp.Literal.string(out), *args])
+    nullable = [a for a in originals if not isinstance(a, exp.Literal)]
+    if not nullable:
+        return text
+    any_null = exp.or_(*(exp.Is(this=a, expression=exp.Null()) for a in nullable))
+    return exp.If(this=any_null, true=exp.Null(), false=text)
 
 
 def string_agg(concat, condition):
@@ -215,6 +251,33 @@ def string_agg(concat, condition):
                              read="spark")
 
 
+def zip_unnests(select):
+    """DuckDB unnests the lists of one SELECT side by side (by position); Spark allows one
+    generator per SELECT and would pair every element with every other. The one form the views
+    use, a list beside its positions (`unnest(l) AS x, unnest(range(0, len(l))) AS i`), is
+    Spark's posexplode; any other second unnest stops the translation."""
+    unnests = [e for e in select.expressions
+               if isinstance(e, exp.Alias) and isinstance(e.this, exp.Explode)]
+    if len(unnests) < 2:
+        return select
+    values = [u for u in unnests if not isinstance(u.this.this, exp.GenerateSeries)]
+    positions = [u for u in unnests if isinstance(u.this.this, exp.GenerateSeries)]
+    if len(values) == 1 and len(positions) == 1:
+        series = positions[0].this.this
+        start, end = series.args.get("start"), series.args.get("end")
+        if (series.args.get("is_end_exclusive") and isinstance(start, exp.Literal)
+                and start.name == "0" and isinstance(end, exp.Length)
+                and end.this == values[0].this.this):
+            zipped = exp.Aliases(this=exp.Posexplode(this=values[0].this.this.copy()),
+                                 expressions=[exp.to_identifier(positions[0].alias),
+                                              exp.to_identifier(values[0].alias)])
+            kept = [e for e in select.expressions if e is not positions[0]]
+            select.set("expressions", [zipped if e is values[0] else e for e in kept])
+            return select
+    raise SystemExit("translate.py: more than one unnest in a SELECT has no Spark form here "
+                     f"(only a list beside its positions): {select.sql('duckdb')[:200]}")
+
+
 def spark_only(tree):
     """DuckDB constructs sqlglot leaves as they are, in their Spark form."""
 
@@ -222,6 +285,8 @@ def spark_only(tree):
                 exp.DataType.Type.USMALLINT: "INT", exp.DataType.Type.UTINYINT: "SMALLINT"}
 
     def rewrite(node):
+        if isinstance(node, exp.Select):
+            return zip_unnests(node)
         if isinstance(node, exp.TimeToStr):
             return exp.Anonymous(this="date_format", expressions=[
                 node.this, exp.Literal.string(date_format(node.args["format"].name))])
@@ -232,9 +297,22 @@ def spark_only(tree):
         if (isinstance(node, (exp.Cast, exp.TryCast)) and node.to.is_type(*exp.DataType.INTEGER_TYPES)
                 and not isinstance(node.this.unnest(), (exp.Literal, exp.Null, exp.Predicate,
                                                         exp.Connector, exp.Not, exp.Boolean))):
-            # DuckDB rounds a number cast to an integer, Spark truncates it
-            node.set("this", exp.Anonymous(this="round", expressions=[node.this]))
+            # DuckDB rounds a number cast to an integer, Spark truncates it: a double half to
+            # even (2.5 is 2), a decimal half away from zero (2.5 is 3)
+            value = node.this
+            node.set("this", exp.If(
+                this=exp.In(this=exp.Anonymous(this="typeof", expressions=[value.copy()]),
+                            expressions=[exp.Literal.string("double"), exp.Literal.string("float")]),
+                true=exp.Anonymous(this="bround", expressions=[value.copy()]),
+                false=exp.Anonymous(this="round", expressions=[value])))
             return node
+        if isinstance(node, exp.UnixToTime) and not node.args.get("scale"):
+            # DuckDB's to_timestamp(seconds) keeps microseconds, rounded; sqlglot's
+            # FROM_UNIXTIME goes through a text of whole seconds
+            micros = exp.Cast(this=exp.Mul(this=exp.Paren(this=node.this),
+                                           expression=exp.Literal.number(1000000)),
+                              to=exp.DataType.build("BIGINT"))
+            return exp.Anonymous(this="timestamp_micros", expressions=[micros])
         if isinstance(node, exp.DataType) and node.this in unsigned:
             # Spark has no unsigned integers; the table views read them as signed ones wide
             # enough for every value scaletrace writes (byte counters, socket cookies < 2^63)

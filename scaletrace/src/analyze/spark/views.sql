@@ -178,11 +178,19 @@ WITH s AS (
     kw.host AS host,
     kw.flow_id AS flow_id,
     kw.w AS w,
-    CAST(ROUND(SUM(kw.rtt_updates)) AS BIGINT) AS samples,
+    CAST(IF(
+      TYPEOF(SUM(kw.rtt_updates)) IN ('double', 'float'),
+      BROUND(SUM(kw.rtt_updates)),
+      ROUND(SUM(kw.rtt_updates))
+    ) AS BIGINT) AS samples,
     MAX_BY(kw.srtt_p50_us, kw.rtt_updates) AS srtt_p50_us,
     MAX_BY(kw.srtt_p99_us, kw.rtt_updates) AS srtt_p99_us,
     MAX(kw.srtt_max_us) AS srtt_max_us,
-    CAST(ROUND(SUM(kw.bytes_sent + kw.bytes_received)) AS BIGINT) AS bytes
+    CAST(IF(
+      TYPEOF(SUM(kw.bytes_sent + kw.bytes_received)) IN ('double', 'float'),
+      BROUND(SUM(kw.bytes_sent + kw.bytes_received)),
+      ROUND(SUM(kw.bytes_sent + kw.bytes_received))
+    ) AS BIGINT) AS bytes
   FROM kw AS kw
   WHERE
     kw.whole
@@ -192,10 +200,18 @@ WITH s AS (
     kw.host AS host,
     kw.flow_id AS flow_id,
     kw.w AS w,
-    CAST(ROUND(SUM(kw.rtt_updates)) AS BIGINT) AS samples,
+    CAST(IF(
+      TYPEOF(SUM(kw.rtt_updates)) IN ('double', 'float'),
+      BROUND(SUM(kw.rtt_updates)),
+      ROUND(SUM(kw.rtt_updates))
+    ) AS BIGINT) AS samples,
     MIN(kw.srtt_min_us) AS lo,
     MAX(kw.srtt_max_us) AS srtt_max_us,
-    CAST(ROUND(SUM(kw.bytes_sent + kw.bytes_received)) AS BIGINT) AS bytes
+    CAST(IF(
+      TYPEOF(SUM(kw.bytes_sent + kw.bytes_received)) IN ('double', 'float'),
+      BROUND(SUM(kw.bytes_sent + kw.bytes_received)),
+      ROUND(SUM(kw.bytes_sent + kw.bytes_received))
+    ) AS BIGINT) AS bytes
   FROM kw AS kw
   WHERE
     NOT kw.whole
@@ -212,18 +228,7 @@ WITH s AS (
       kw.host AS host,
       kw.flow_id AS flow_id,
       kw.w AS w,
-      EXPLODE(kw.rtt_buckets) AS n,
-      EXPLODE(
-        IF(
-          (
-            SIZE(kw.rtt_buckets) - 1
-          ) < 0,
-          ARRAY(),
-          SEQUENCE(0, (
-            SIZE(kw.rtt_buckets) - 1
-          ))
-        )
-      ) AS i
+      POSEXPLODE(kw.rtt_buckets) AS (i, n)
     FROM kw AS kw
     WHERE
       NOT kw.whole AND kw.rtt_updates > 0
@@ -612,7 +617,19 @@ SELECT
   COALESCE(r.host, x.host) AS host,
   COALESCE(r.flow_id, x.flow_id) AS flow_id,
   COALESCE(r.w, x.w) AS w,
-  CAST(FROM_UNIXTIME(COALESCE(r.w, x.w) * p.window_us / 1e6) AS TIMESTAMP) AS window_start,
+  TIMESTAMP_MICROS(
+    CAST(IF(
+      TYPEOF((
+        COALESCE(r.w, x.w) * p.window_us / 1e6
+      ) * 1000000) IN ('double', 'float'),
+      BROUND((
+        COALESCE(r.w, x.w) * p.window_us / 1e6
+      ) * 1000000),
+      ROUND((
+        COALESCE(r.w, x.w) * p.window_us / 1e6
+      ) * 1000000)
+    ) AS BIGINT)
+  ) AS window_start,
   r.samples,
   r.srtt_p50_us,
   r.srtt_p99_us,
@@ -846,7 +863,11 @@ WITH c AS (
     n.source,
     n.counter,
     k.kind,
-    CAST(ROUND(SUM(n.delta)) AS BIGINT) AS growth
+    CAST(IF(
+      TYPEOF(SUM(n.delta)) IN ('double', 'float'),
+      BROUND(SUM(n.delta)),
+      ROUND(SUM(n.delta))
+    ) AS BIGINT) AS growth
   FROM nic_counters AS n
   JOIN st_rdma_counter_kind AS k
     USING (counter)
@@ -893,7 +914,7 @@ WITH c AS (
                 (
                   counter
                 ) AS k1,
-                FORMAT_STRING('%s %d', counter, growth) AS v
+                IF(counter IS NULL OR growth IS NULL, NULL, FORMAT_STRING('%s %d', counter, growth)) AS v
               )
             ) FILTER(WHERE
               growth > 0)
@@ -913,7 +934,7 @@ WITH c AS (
                 (
                   counter
                 ) AS k1,
-                FORMAT_STRING('%s %d', counter, growth) AS v
+                IF(counter IS NULL OR growth IS NULL, NULL, FORMAT_STRING('%s %d', counter, growth)) AS v
               )
             ) FILTER(WHERE
               growth > 0)
@@ -945,16 +966,27 @@ WITH c AS (
                 (
                   qp_num
                 ) AS k1,
-                FORMAT_STRING(
-                  'QP %d (%s%s) %d packets',
-                  qp_num,
-                  COALESCE(comm, 'pid ' || pid, '?'),
-                  CASE
+                IF(
+                  qp_num IS NULL
+                  OR COALESCE(comm, 'pid ' || pid, '?') IS NULL
+                  OR CASE
                     WHEN dest_qp_num IS NULL
                     THEN ''
-                    ELSE FORMAT_STRING(' -> QP %d', dest_qp_num)
-                  END,
-                  packets
+                    ELSE IF(dest_qp_num IS NULL, NULL, FORMAT_STRING(' -> QP %d', dest_qp_num))
+                  END IS NULL
+                  OR packets IS NULL,
+                  NULL,
+                  FORMAT_STRING(
+                    'QP %d (%s%s) %d packets',
+                    qp_num,
+                    COALESCE(comm, 'pid ' || pid, '?'),
+                    CASE
+                      WHEN dest_qp_num IS NULL
+                      THEN ''
+                      ELSE IF(dest_qp_num IS NULL, NULL, FORMAT_STRING(' -> QP %d', dest_qp_num))
+                    END,
+                    packets
+                  )
                 ) AS v
               )
             ) FILTER(WHERE
@@ -975,16 +1007,27 @@ WITH c AS (
                 (
                   qp_num
                 ) AS k1,
-                FORMAT_STRING(
-                  'QP %d (%s%s) %d packets',
-                  qp_num,
-                  COALESCE(comm, 'pid ' || pid, '?'),
-                  CASE
+                IF(
+                  qp_num IS NULL
+                  OR COALESCE(comm, 'pid ' || pid, '?') IS NULL
+                  OR CASE
                     WHEN dest_qp_num IS NULL
                     THEN ''
-                    ELSE FORMAT_STRING(' -> QP %d', dest_qp_num)
-                  END,
-                  packets
+                    ELSE IF(dest_qp_num IS NULL, NULL, FORMAT_STRING(' -> QP %d', dest_qp_num))
+                  END IS NULL
+                  OR packets IS NULL,
+                  NULL,
+                  FORMAT_STRING(
+                    'QP %d (%s%s) %d packets',
+                    qp_num,
+                    COALESCE(comm, 'pid ' || pid, '?'),
+                    CASE
+                      WHEN dest_qp_num IS NULL
+                      THEN ''
+                      ELSE IF(dest_qp_num IS NULL, NULL, FORMAT_STRING(' -> QP %d', dest_qp_num))
+                    END,
+                    packets
+                  )
                 ) AS v
               )
             ) FILTER(WHERE
@@ -1006,7 +1049,11 @@ WITH c AS (
       ANY_VALUE(comm, TRUE) AS comm,
       ANY_VALUE(pid, TRUE) AS pid,
       MAX(dest_qp_num) AS dest_qp_num,
-      CAST(ROUND(COALESCE(SUM(delta), 0)) AS BIGINT) AS packets,
+      CAST(IF(
+        TYPEOF(COALESCE(SUM(delta), 0)) IN ('double', 'float'),
+        BROUND(COALESCE(SUM(delta), 0)),
+        ROUND(COALESCE(SUM(delta), 0))
+      ) AS BIGINT) AS packets,
       ROW_NUMBER() OVER (
         PARTITION BY host, device
         ORDER BY COALESCE(SUM(delta), 0) DESC, qp_num NULLS LAST
@@ -1327,13 +1374,24 @@ SELECT
     WHEN NOT t.group_size IS NULL
     AND NOT g.group_size IS NULL
     AND t.group_size <> g.group_size
-    THEN FORMAT_STRING('it states a group size of %d, the other ranks %d', t.group_size, g.group_size)
-    ELSE FORMAT_STRING(
-      '%s (imported as %s) comes from another process (pid %d) than its trace of the job (pid %s): another run',
-      REGEXP_EXTRACT(t.source, '[^/]*$', 0),
-      t.import_file,
-      t.pid,
-      ARRAY_JOIN(r.job_pids, ', ')
+    THEN IF(
+      t.group_size IS NULL OR g.group_size IS NULL,
+      NULL,
+      FORMAT_STRING('it states a group size of %d, the other ranks %d', t.group_size, g.group_size)
+    )
+    ELSE IF(
+      REGEXP_EXTRACT(t.source, '[^/]*$', 0) IS NULL
+      OR t.import_file IS NULL
+      OR t.pid IS NULL
+      OR ARRAY_JOIN(r.job_pids, ', ') IS NULL,
+      NULL,
+      FORMAT_STRING(
+        '%s (imported as %s) comes from another process (pid %d) than its trace of the job (pid %s): another run',
+        REGEXP_EXTRACT(t.source, '[^/]*$', 0),
+        t.import_file,
+        t.pid,
+        ARRAY_JOIN(r.job_pids, ', ')
+      )
     )
   END AS reason
 FROM t
@@ -1389,9 +1447,17 @@ WITH t AS (
       MAX(
         ts + (
           (
-            CAST(ROUND((
-              window_ns DIV 1000
-            )) AS BIGINT)
+            CAST(IF(
+              TYPEOF((
+                window_ns DIV 1000
+              )) IN ('double', 'float'),
+              BROUND((
+                window_ns DIV 1000
+              )),
+              ROUND((
+                window_ns DIV 1000
+              ))
+            ) AS BIGINT)
           ) * 1000
         )
       )
@@ -1426,7 +1492,11 @@ CREATE OR REPLACE TEMPORARY VIEW st_profiler_step AS
 SELECT
   host,
   rank,
-  TRY_CAST(ROUND(REGEXP_EXTRACT(name, '#(\\d+)')) AS BIGINT) AS step,
+  TRY_CAST(IF(
+    TYPEOF(REGEXP_EXTRACT(name, '#(\\d+)')) IN ('double', 'float'),
+    BROUND(REGEXP_EXTRACT(name, '#(\\d+)')),
+    ROUND(REGEXP_EXTRACT(name, '#(\\d+)'))
+  ) AS BIGINT) AS step,
   MIN(start_ns) AS start_ns,
   MAX(end_ns) AS end_ns,
   MIN(start_us) AS start_us,
@@ -1580,10 +1650,24 @@ SELECT
       WHERE
         x.source = o.source
     ),
-    CAST(ROUND(
-      COALESCE(
-        MAX(CASE WHEN group_size >= 2 THEN group_size END) OVER (PARTITION BY source, collective, match_key),
-        1e9
+    CAST(IF(
+      TYPEOF(
+        COALESCE(
+          MAX(CASE WHEN group_size >= 2 THEN group_size END) OVER (PARTITION BY source, collective, match_key),
+          1e9
+        )
+      ) IN ('double', 'float'),
+      BROUND(
+        COALESCE(
+          MAX(CASE WHEN group_size >= 2 THEN group_size END) OVER (PARTITION BY source, collective, match_key),
+          1e9
+        )
+      ),
+      ROUND(
+        COALESCE(
+          MAX(CASE WHEN group_size >= 2 THEN group_size END) OVER (PARTITION BY source, collective, match_key),
+          1e9
+        )
       )
     ) AS BIGINT)
   ) AS expected_ranks /* a group size below 2 says nothing about a collective's ranks (real traces state 1 on */ /* calls without a process group) */
@@ -1640,7 +1724,19 @@ SELECT
   ANY_VALUE(process_group, TRUE) AS process_group,
   MODE(profiler_step) AS iteration, /* the training step (ProfilerStep#N) most of its ranks ran it in */
   ANY_VALUE(ranks, TRUE) AS ranks,
-  CAST(FROM_UNIXTIME(MIN(start_us) / 1e6) AS TIMESTAMP) AS first_start,
+  TIMESTAMP_MICROS(
+    CAST(IF(
+      TYPEOF((
+        MIN(start_us) / 1e6
+      ) * 1000000) IN ('double', 'float'),
+      BROUND((
+        MIN(start_us) / 1e6
+      ) * 1000000),
+      ROUND((
+        MIN(start_us) / 1e6
+      ) * 1000000)
+    ) AS BIGINT)
+  ) AS first_start,
   MIN(start_us) AS first_start_us,
   MAX(end_us) AS last_end_us,
   MAX(start_us) - MIN(start_us) AS arrival_spread_us,
@@ -1937,7 +2033,19 @@ SELECT
   host,
   rank,
   step,
-  CAST(FROM_UNIXTIME(ANY_VALUE(start_ns, TRUE) / 1e9) AS TIMESTAMP) AS step_start,
+  TIMESTAMP_MICROS(
+    CAST(IF(
+      TYPEOF((
+        ANY_VALUE(start_ns, TRUE) / 1e9
+      ) * 1000000) IN ('double', 'float'),
+      BROUND((
+        ANY_VALUE(start_ns, TRUE) / 1e9
+      ) * 1000000),
+      ROUND((
+        ANY_VALUE(start_ns, TRUE) / 1e9
+      ) * 1000000)
+    ) AS BIGINT)
+  ) AS step_start,
   ANY_VALUE(end_ns - start_ns, TRUE) / 1000.0 AS step_us,
   COALESCE(SUM(us) FILTER(WHERE
     lane = 'busy'), 0) AS busy_us,
@@ -2069,7 +2177,19 @@ SELECT
   f.host,
   f.rank,
   f.w,
-  CAST(FROM_UNIXTIME(f.w * p.window_us / 1e6) AS TIMESTAMP) AS window_start,
+  TIMESTAMP_MICROS(
+    CAST(IF(
+      TYPEOF((
+        f.w * p.window_us / 1e6
+      ) * 1000000) IN ('double', 'float'),
+      BROUND((
+        f.w * p.window_us / 1e6
+      ) * 1000000),
+      ROUND((
+        f.w * p.window_us / 1e6
+      ) * 1000000)
+    ) AS BIGINT)
+  ) AS window_start,
   f.device,
   f.traced_ns / 1000.0 AS traced_us,
   LEAST(1.0, f.busy_frac) AS busy_frac, /* interval unions cannot exceed the traced time; least() only absorbs µs rounding */
@@ -2171,7 +2291,19 @@ SELECT
   COALESCE(g.host, n.host) AS host,
   g.rank,
   COALESCE(g.w, n.w) AS w,
-  CAST(FROM_UNIXTIME(COALESCE(g.w, n.w) * p.window_us / 1e6) AS TIMESTAMP) AS window_start,
+  TIMESTAMP_MICROS(
+    CAST(IF(
+      TYPEOF((
+        COALESCE(g.w, n.w) * p.window_us / 1e6
+      ) * 1000000) IN ('double', 'float'),
+      BROUND((
+        COALESCE(g.w, n.w) * p.window_us / 1e6
+      ) * 1000000),
+      ROUND((
+        COALESCE(g.w, n.w) * p.window_us / 1e6
+      ) * 1000000)
+    ) AS BIGINT)
+  ) AS window_start,
   g.device,
   g.traced_us,
   g.busy_frac,
@@ -2372,7 +2504,11 @@ JOIN b
 /* 64 nodes' 2 minutes (49 M samples, bench/fleet.py); the bins keep it to a hash join. */
 CREATE OR REPLACE TEMPORARY VIEW st_match_bin AS
 SELECT
-  CAST(ROUND(GREATEST(1000, COALESCE(MEDIAN(last_end_us - first_start_us), 0))) AS BIGINT) AS bin_us
+  CAST(IF(
+    TYPEOF(GREATEST(1000, COALESCE(MEDIAN(last_end_us - first_start_us), 0))) IN ('double', 'float'),
+    BROUND(GREATEST(1000, COALESCE(MEDIAN(last_end_us - first_start_us), 0))),
+    ROUND(GREATEST(1000, COALESCE(MEDIAN(last_end_us - first_start_us), 0)))
+  ) AS BIGINT) AS bin_us
 FROM st_collective_excess;
 
 /* The usual queueing the verdict judges slow steps against: `st_fleet_queueing`'s rule over */
@@ -3355,11 +3491,31 @@ WITH c AS (
     ) AS ts_us,
     GREATEST(
       0,
-      CAST(ROUND(r.total_retrans) AS BIGINT) - LAG(CAST(ROUND(r.total_retrans) AS BIGINT)) OVER w
+      CAST(IF(
+        TYPEOF(r.total_retrans) IN ('double', 'float'),
+        BROUND(r.total_retrans),
+        ROUND(r.total_retrans)
+      ) AS BIGINT) - LAG(
+        CAST(IF(
+          TYPEOF(r.total_retrans) IN ('double', 'float'),
+          BROUND(r.total_retrans),
+          ROUND(r.total_retrans)
+        ) AS BIGINT)
+      ) OVER w
     ) AS resent, /* signed: a count that went down (a socket reused after a disconnect) adds nothing */
     GREATEST(
       0,
-      CAST(ROUND(r.dsack_dups) AS BIGINT) - LAG(CAST(ROUND(r.dsack_dups) AS BIGINT)) OVER w
+      CAST(IF(
+        TYPEOF(r.dsack_dups) IN ('double', 'float'),
+        BROUND(r.dsack_dups),
+        ROUND(r.dsack_dups)
+      ) AS BIGINT) - LAG(
+        CAST(IF(
+          TYPEOF(r.dsack_dups) IN ('double', 'float'),
+          BROUND(r.dsack_dups),
+          ROUND(r.dsack_dups)
+        ) AS BIGINT)
+      ) OVER w
     ) AS spurious
   FROM rtt AS r
   JOIN on_links AS n
@@ -3844,15 +4000,48 @@ SELECT
     ', ',
     CASE
       WHEN d.slow_steps < p.min_culprit_steps
-      THEN FORMAT_STRING('fewer than %d slow steps', CAST(ROUND(p.min_culprit_steps) AS BIGINT))
+      THEN IF(
+        CAST(IF(
+          TYPEOF(p.min_culprit_steps) IN ('double', 'float'),
+          BROUND(p.min_culprit_steps),
+          ROUND(p.min_culprit_steps)
+        ) AS BIGINT) IS NULL,
+        NULL,
+        FORMAT_STRING(
+          'fewer than %d slow steps',
+          CAST(IF(
+            TYPEOF(p.min_culprit_steps) IN ('double', 'float'),
+            BROUND(p.min_culprit_steps),
+            ROUND(p.min_culprit_steps)
+          ) AS BIGINT)
+        )
+      )
     END,
     CASE
       WHEN d.time_lost_s < p.min_lost_s
-      THEN FORMAT_STRING('less than %s s', FORMAT_NUMBER(p.min_lost_s, '0.00'))
+      THEN IF(
+        p.min_lost_s IS NULL,
+        NULL,
+        FORMAT_STRING(
+          'less than %s s',
+          FORMAT_NUMBER(p.min_lost_s, IF((
+            2
+          ) > 0, CONCAT('0.', REPEAT('0', 2)), '0'))
+        )
+      )
     END,
     CASE
       WHEN d.lost_fraction < p.min_lost_fraction
-      THEN FORMAT_STRING('less than %s%% of the traced time', FORMAT_NUMBER(100 * p.min_lost_fraction, '0'))
+      THEN IF(
+        100 * p.min_lost_fraction IS NULL,
+        NULL,
+        FORMAT_STRING(
+          'less than %s%% of the traced time',
+          FORMAT_NUMBER(100 * p.min_lost_fraction, IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0'))
+        )
+      )
     END
   ) AS below
 FROM st_slowdown AS d
@@ -4328,121 +4517,567 @@ SELECT
   t.onset_iteration AS first_step,
   CASE
     WHEN t.onset_iteration IS NULL
-    THEN FORMAT_STRING(
-      'from %s to %s UTC (traced: %s to %s)',
-      (
-        DATE_FORMAT(TIMESTAMP_MICROS(CAST(ROUND((
-          MIN(h.first_us)
-        )) AS BIGINT)), 'HH:mm:ss')
-      ),
-      (
-        DATE_FORMAT(TIMESTAMP_MICROS(CAST(ROUND((
-          MAX(h.last_us)
-        )) AS BIGINT)), 'HH:mm:ss')
-      ),
+    THEN IF(
       (
         DATE_FORMAT(
-          TIMESTAMP_MICROS(CAST(ROUND((
-            ANY_VALUE(j.span_start_us, TRUE)
-          )) AS BIGINT)),
+          TIMESTAMP_MICROS(
+            CAST(IF(
+              TYPEOF((
+                MIN(h.first_us)
+              )) IN ('double', 'float'),
+              BROUND((
+                MIN(h.first_us)
+              )),
+              ROUND((
+                MIN(h.first_us)
+              ))
+            ) AS BIGINT)
+          ),
           'HH:mm:ss'
         )
-      ),
-      (
+      ) IS NULL
+      OR (
         DATE_FORMAT(
-          TIMESTAMP_MICROS(CAST(ROUND((
-            ANY_VALUE(j.span_end_us, TRUE)
-          )) AS BIGINT)),
+          TIMESTAMP_MICROS(
+            CAST(IF(
+              TYPEOF((
+                MAX(h.last_us)
+              )) IN ('double', 'float'),
+              BROUND((
+                MAX(h.last_us)
+              )),
+              ROUND((
+                MAX(h.last_us)
+              ))
+            ) AS BIGINT)
+          ),
           'HH:mm:ss'
+        )
+      ) IS NULL
+      OR (
+        DATE_FORMAT(
+          TIMESTAMP_MICROS(
+            CAST(IF(
+              TYPEOF((
+                ANY_VALUE(j.span_start_us, TRUE)
+              )) IN ('double', 'float'),
+              BROUND((
+                ANY_VALUE(j.span_start_us, TRUE)
+              )),
+              ROUND((
+                ANY_VALUE(j.span_start_us, TRUE)
+              ))
+            ) AS BIGINT)
+          ),
+          'HH:mm:ss'
+        )
+      ) IS NULL
+      OR (
+        DATE_FORMAT(
+          TIMESTAMP_MICROS(
+            CAST(IF(
+              TYPEOF((
+                ANY_VALUE(j.span_end_us, TRUE)
+              )) IN ('double', 'float'),
+              BROUND((
+                ANY_VALUE(j.span_end_us, TRUE)
+              )),
+              ROUND((
+                ANY_VALUE(j.span_end_us, TRUE)
+              ))
+            ) AS BIGINT)
+          ),
+          'HH:mm:ss'
+        )
+      ) IS NULL,
+      NULL,
+      FORMAT_STRING(
+        'from %s to %s UTC (traced: %s to %s)',
+        (
+          DATE_FORMAT(
+            TIMESTAMP_MICROS(
+              CAST(IF(
+                TYPEOF((
+                  MIN(h.first_us)
+                )) IN ('double', 'float'),
+                BROUND((
+                  MIN(h.first_us)
+                )),
+                ROUND((
+                  MIN(h.first_us)
+                ))
+              ) AS BIGINT)
+            ),
+            'HH:mm:ss'
+          )
+        ),
+        (
+          DATE_FORMAT(
+            TIMESTAMP_MICROS(
+              CAST(IF(
+                TYPEOF((
+                  MAX(h.last_us)
+                )) IN ('double', 'float'),
+                BROUND((
+                  MAX(h.last_us)
+                )),
+                ROUND((
+                  MAX(h.last_us)
+                ))
+              ) AS BIGINT)
+            ),
+            'HH:mm:ss'
+          )
+        ),
+        (
+          DATE_FORMAT(
+            TIMESTAMP_MICROS(
+              CAST(IF(
+                TYPEOF((
+                  ANY_VALUE(j.span_start_us, TRUE)
+                )) IN ('double', 'float'),
+                BROUND((
+                  ANY_VALUE(j.span_start_us, TRUE)
+                )),
+                ROUND((
+                  ANY_VALUE(j.span_start_us, TRUE)
+                ))
+              ) AS BIGINT)
+            ),
+            'HH:mm:ss'
+          )
+        ),
+        (
+          DATE_FORMAT(
+            TIMESTAMP_MICROS(
+              CAST(IF(
+                TYPEOF((
+                  ANY_VALUE(j.span_end_us, TRUE)
+                )) IN ('double', 'float'),
+                BROUND((
+                  ANY_VALUE(j.span_end_us, TRUE)
+                )),
+                ROUND((
+                  ANY_VALUE(j.span_end_us, TRUE)
+                ))
+              ) AS BIGINT)
+            ),
+            'HH:mm:ss'
+          )
         )
       )
     )
-    ELSE FORMAT_STRING(
-      '%s training step %d (%s UTC): held up %d of the %s from there to step %d (%s)%s%s',
+    ELSE IF(
       CASE
         WHEN t.onset_iteration = ANY_VALUE(sp.first_it, TRUE)
         THEN 'there from the first traced step,'
         WHEN NOT t.changed
         THEN 'there throughout the traced steps (no change point), first at'
         ELSE 'began at'
-      END,
-      t.onset_iteration,
-      (
+      END IS NULL
+      OR t.onset_iteration IS NULL
+      OR (
         DATE_FORMAT(
           TIMESTAMP_MICROS(
-            CAST(ROUND((
-              MIN(h.first_us) FILTER(WHERE
-                h.iteration = t.onset_iteration)
-            )) AS BIGINT)
+            CAST(IF(
+              TYPEOF((
+                MIN(h.first_us) FILTER(WHERE
+                  h.iteration = t.onset_iteration)
+              )) IN ('double', 'float'),
+              BROUND((
+                MIN(h.first_us) FILTER(WHERE
+                  h.iteration = t.onset_iteration)
+              )),
+              ROUND((
+                MIN(h.first_us) FILTER(WHERE
+                  h.iteration = t.onset_iteration)
+              ))
+            ) AS BIGINT)
           ),
           'HH:mm:ss'
         )
-      ),
-      t.held_after,
-      (
-        FORMAT_STRING(
-          '%d %s%s',
+      ) IS NULL
+      OR t.held_after IS NULL
+      OR (
+        IF(
           (
             t.steps_between
-          ),
-          (
+          ) IS NULL
+          OR (
             'step'
-          ),
-          CASE WHEN (
+          ) IS NULL
+          OR CASE WHEN (
             t.steps_between
-          ) = 1 THEN '' ELSE 's' END
+          ) = 1 THEN '' ELSE 's' END IS NULL,
+          NULL,
+          FORMAT_STRING(
+            '%d %s%s',
+            (
+              t.steps_between
+            ),
+            (
+              'step'
+            ),
+            CASE WHEN (
+              t.steps_between
+            ) = 1 THEN '' ELSE 's' END
+          )
         )
-      ),
-      t.last_iteration,
-      (
-        DATE_FORMAT(TIMESTAMP_MICROS(CAST(ROUND((
-          MAX(h.last_us)
-        )) AS BIGINT)), 'HH:mm:ss')
-      ),
-      CASE
+      ) IS NULL
+      OR t.last_iteration IS NULL
+      OR (
+        DATE_FORMAT(
+          TIMESTAMP_MICROS(
+            CAST(IF(
+              TYPEOF((
+                MAX(h.last_us)
+              )) IN ('double', 'float'),
+              BROUND((
+                MAX(h.last_us)
+              )),
+              ROUND((
+                MAX(h.last_us)
+              ))
+            ) AS BIGINT)
+          ),
+          'HH:mm:ss'
+        )
+      ) IS NULL
+      OR CASE
         WHEN t.steps_after = 0
         THEN ', the last traced step: still going when the trace ended'
-        ELSE FORMAT_STRING(
-          '; none in the %s after it (the trace ends at step %d)',
+        ELSE IF(
           (
-            FORMAT_STRING(
-              '%d %s%s',
+            IF(
               (
                 t.steps_after
-              ),
-              (
+              ) IS NULL
+              OR (
                 'step'
-              ),
-              CASE WHEN (
+              ) IS NULL
+              OR CASE WHEN (
                 t.steps_after
-              ) = 1 THEN '' ELSE 's' END
+              ) = 1 THEN '' ELSE 's' END IS NULL,
+              NULL,
+              FORMAT_STRING(
+                '%d %s%s',
+                (
+                  t.steps_after
+                ),
+                (
+                  'step'
+                ),
+                CASE WHEN (
+                  t.steps_after
+                ) = 1 THEN '' ELSE 's' END
+              )
             )
-          ),
-          ANY_VALUE(sp.last_it, TRUE)
+          ) IS NULL
+          OR ANY_VALUE(sp.last_it, TRUE) IS NULL,
+          NULL,
+          FORMAT_STRING(
+            '; none in the %s after it (the trace ends at step %d)',
+            (
+              IF(
+                (
+                  t.steps_after
+                ) IS NULL
+                OR (
+                  'step'
+                ) IS NULL
+                OR CASE WHEN (
+                  t.steps_after
+                ) = 1 THEN '' ELSE 's' END IS NULL,
+                NULL,
+                FORMAT_STRING(
+                  '%d %s%s',
+                  (
+                    t.steps_after
+                  ),
+                  (
+                    'step'
+                  ),
+                  CASE WHEN (
+                    t.steps_after
+                  ) = 1 THEN '' ELSE 's' END
+                )
+              )
+            ),
+            ANY_VALUE(sp.last_it, TRUE)
+          )
         )
-      END,
-      CASE
+      END IS NULL
+      OR CASE
         WHEN t.held_before > 0
-        THEN FORMAT_STRING(
-          '; before it, %d of %s',
-          t.held_before,
-          (
-            FORMAT_STRING(
-              '%d %s%s',
+        THEN IF(
+          t.held_before IS NULL
+          OR (
+            IF(
               (
                 t.steps_before
-              ),
-              (
+              ) IS NULL
+              OR (
                 'step'
-              ),
-              CASE WHEN (
+              ) IS NULL
+              OR CASE WHEN (
                 t.steps_before
-              ) = 1 THEN '' ELSE 's' END
+              ) = 1 THEN '' ELSE 's' END IS NULL,
+              NULL,
+              FORMAT_STRING(
+                '%d %s%s',
+                (
+                  t.steps_before
+                ),
+                (
+                  'step'
+                ),
+                CASE WHEN (
+                  t.steps_before
+                ) = 1 THEN '' ELSE 's' END
+              )
+            )
+          ) IS NULL,
+          NULL,
+          FORMAT_STRING(
+            '; before it, %d of %s',
+            t.held_before,
+            (
+              IF(
+                (
+                  t.steps_before
+                ) IS NULL
+                OR (
+                  'step'
+                ) IS NULL
+                OR CASE WHEN (
+                  t.steps_before
+                ) = 1 THEN '' ELSE 's' END IS NULL,
+                NULL,
+                FORMAT_STRING(
+                  '%d %s%s',
+                  (
+                    t.steps_before
+                  ),
+                  (
+                    'step'
+                  ),
+                  CASE WHEN (
+                    t.steps_before
+                  ) = 1 THEN '' ELSE 's' END
+                )
+              )
             )
           )
         )
         ELSE ''
-      END
+      END IS NULL,
+      NULL,
+      FORMAT_STRING(
+        '%s training step %d (%s UTC): held up %d of the %s from there to step %d (%s)%s%s',
+        CASE
+          WHEN t.onset_iteration = ANY_VALUE(sp.first_it, TRUE)
+          THEN 'there from the first traced step,'
+          WHEN NOT t.changed
+          THEN 'there throughout the traced steps (no change point), first at'
+          ELSE 'began at'
+        END,
+        t.onset_iteration,
+        (
+          DATE_FORMAT(
+            TIMESTAMP_MICROS(
+              CAST(IF(
+                TYPEOF((
+                  MIN(h.first_us) FILTER(WHERE
+                    h.iteration = t.onset_iteration)
+                )) IN ('double', 'float'),
+                BROUND((
+                  MIN(h.first_us) FILTER(WHERE
+                    h.iteration = t.onset_iteration)
+                )),
+                ROUND((
+                  MIN(h.first_us) FILTER(WHERE
+                    h.iteration = t.onset_iteration)
+                ))
+              ) AS BIGINT)
+            ),
+            'HH:mm:ss'
+          )
+        ),
+        t.held_after,
+        (
+          IF(
+            (
+              t.steps_between
+            ) IS NULL
+            OR (
+              'step'
+            ) IS NULL
+            OR CASE WHEN (
+              t.steps_between
+            ) = 1 THEN '' ELSE 's' END IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '%d %s%s',
+              (
+                t.steps_between
+              ),
+              (
+                'step'
+              ),
+              CASE WHEN (
+                t.steps_between
+              ) = 1 THEN '' ELSE 's' END
+            )
+          )
+        ),
+        t.last_iteration,
+        (
+          DATE_FORMAT(
+            TIMESTAMP_MICROS(
+              CAST(IF(
+                TYPEOF((
+                  MAX(h.last_us)
+                )) IN ('double', 'float'),
+                BROUND((
+                  MAX(h.last_us)
+                )),
+                ROUND((
+                  MAX(h.last_us)
+                ))
+              ) AS BIGINT)
+            ),
+            'HH:mm:ss'
+          )
+        ),
+        CASE
+          WHEN t.steps_after = 0
+          THEN ', the last traced step: still going when the trace ended'
+          ELSE IF(
+            (
+              IF(
+                (
+                  t.steps_after
+                ) IS NULL
+                OR (
+                  'step'
+                ) IS NULL
+                OR CASE WHEN (
+                  t.steps_after
+                ) = 1 THEN '' ELSE 's' END IS NULL,
+                NULL,
+                FORMAT_STRING(
+                  '%d %s%s',
+                  (
+                    t.steps_after
+                  ),
+                  (
+                    'step'
+                  ),
+                  CASE WHEN (
+                    t.steps_after
+                  ) = 1 THEN '' ELSE 's' END
+                )
+              )
+            ) IS NULL
+            OR ANY_VALUE(sp.last_it, TRUE) IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '; none in the %s after it (the trace ends at step %d)',
+              (
+                IF(
+                  (
+                    t.steps_after
+                  ) IS NULL
+                  OR (
+                    'step'
+                  ) IS NULL
+                  OR CASE WHEN (
+                    t.steps_after
+                  ) = 1 THEN '' ELSE 's' END IS NULL,
+                  NULL,
+                  FORMAT_STRING(
+                    '%d %s%s',
+                    (
+                      t.steps_after
+                    ),
+                    (
+                      'step'
+                    ),
+                    CASE WHEN (
+                      t.steps_after
+                    ) = 1 THEN '' ELSE 's' END
+                  )
+                )
+              ),
+              ANY_VALUE(sp.last_it, TRUE)
+            )
+          )
+        END,
+        CASE
+          WHEN t.held_before > 0
+          THEN IF(
+            t.held_before IS NULL
+            OR (
+              IF(
+                (
+                  t.steps_before
+                ) IS NULL
+                OR (
+                  'step'
+                ) IS NULL
+                OR CASE WHEN (
+                  t.steps_before
+                ) = 1 THEN '' ELSE 's' END IS NULL,
+                NULL,
+                FORMAT_STRING(
+                  '%d %s%s',
+                  (
+                    t.steps_before
+                  ),
+                  (
+                    'step'
+                  ),
+                  CASE WHEN (
+                    t.steps_before
+                  ) = 1 THEN '' ELSE 's' END
+                )
+              )
+            ) IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '; before it, %d of %s',
+              t.held_before,
+              (
+                IF(
+                  (
+                    t.steps_before
+                  ) IS NULL
+                  OR (
+                    'step'
+                  ) IS NULL
+                  OR CASE WHEN (
+                    t.steps_before
+                  ) = 1 THEN '' ELSE 's' END IS NULL,
+                  NULL,
+                  FORMAT_STRING(
+                    '%d %s%s',
+                    (
+                      t.steps_before
+                    ),
+                    (
+                      'step'
+                    ),
+                    CASE WHEN (
+                      t.steps_before
+                    ) = 1 THEN '' ELSE 's' END
+                  )
+                )
+              )
+            )
+          )
+          ELSE ''
+        END
+      )
     )
   END AS seen_when
 FROM hit AS h
@@ -4519,7 +5154,7 @@ SELECT
     )
   END || CASE
     WHEN MAX(jobs) > 3
-    THEN FORMAT_STRING(' and %d more', MAX(jobs) - 3)
+    THEN IF(MAX(jobs) - 3 IS NULL, NULL, FORMAT_STRING(' and %d more', MAX(jobs) - 3))
     ELSE ''
   END AS job
 FROM ranked
@@ -4555,14 +5190,13 @@ WITH late_rank AS (
     t.host AS host,
     t.rank AS rank,
     t.share_last AS score,
-    FORMAT_STRING(
-      'rank %d (%s) arrived last at %d of %d %s steps (timed by %s), late by %s ms (median); the fastest ranks waited %s%% of those steps%s',
-      t.rank,
-      t.host,
-      t.steps_last,
-      t.steps,
-      t.collective,
-      (
+    IF(
+      t.rank IS NULL
+      OR t.host IS NULL
+      OR t.steps_last IS NULL
+      OR t.steps IS NULL
+      OR t.collective IS NULL
+      OR (
         CASE (
             t.source
           )
@@ -4582,17 +5216,73 @@ WITH late_rank AS (
             t.source
           )
         END
-      ),
-      FORMAT_NUMBER(t.median_lateness_us / 1000, '0.00'),
-      FORMAT_NUMBER(100 * t.fastest_wait_fraction, '0'),
-      CASE
+      ) IS NULL
+      OR t.median_lateness_us / 1000 IS NULL
+      OR 100 * t.fastest_wait_fraction IS NULL
+      OR CASE
         WHEN o.extra_own_us IS NULL
         THEN ''
-        ELSE FORMAT_STRING(
-          '; its own work per training step: %s ms against the other ranks\' median',
-          IF(o.extra_own_us / 1000 >= 0, '+', '') || FORMAT_NUMBER(o.extra_own_us / 1000, '0.0')
+        ELSE IF(
+          o.extra_own_us / 1000 IS NULL,
+          NULL,
+          FORMAT_STRING(
+            '; its own work per training step: %s ms against the other ranks\' median',
+            IF(o.extra_own_us / 1000 >= 0, '+', '') || FORMAT_NUMBER(o.extra_own_us / 1000, IF((
+              1
+            ) > 0, CONCAT('0.', REPEAT('0', 1)), '0'))
+          )
         )
-      END
+      END IS NULL,
+      NULL,
+      FORMAT_STRING(
+        'rank %d (%s) arrived last at %d of %d %s steps (timed by %s), late by %s ms (median); the fastest ranks waited %s%% of those steps%s',
+        t.rank,
+        t.host,
+        t.steps_last,
+        t.steps,
+        t.collective,
+        (
+          CASE (
+              t.source
+            )
+            WHEN 'nccl_kernel'
+            THEN 'NCCL kernels'
+            WHEN 'comm_kernel'
+            THEN 'communication kernels'
+            WHEN 'backend'
+            THEN 'the backend\'s own annotations, e.g. gloo:all_reduce'
+            WHEN 'c10d'
+            THEN 'c10d calls'
+            WHEN 'param_comms'
+            THEN 'record_param_comms'
+            WHEN 'nccl_call'
+            THEN 'NCCL API calls'
+            ELSE (
+              t.source
+            )
+          END
+        ),
+        FORMAT_NUMBER(t.median_lateness_us / 1000, IF((
+          2
+        ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')),
+        FORMAT_NUMBER(100 * t.fastest_wait_fraction, IF((
+          0
+        ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+        CASE
+          WHEN o.extra_own_us IS NULL
+          THEN ''
+          ELSE IF(
+            o.extra_own_us / 1000 IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '; its own work per training step: %s ms against the other ranks\' median',
+              IF(o.extra_own_us / 1000 >= 0, '+', '') || FORMAT_NUMBER(o.extra_own_us / 1000, IF((
+                1
+              ) > 0, CONCAT('0.', REPEAT('0', 1)), '0'))
+            )
+          )
+        END
+      )
     ) AS summary,
     COALESCE(o.extra_own_us < GREATEST(p.min_spread_us, 0.5 * t.median_lateness_us), FALSE)
     AND NOT EXISTS(
@@ -4617,10 +5307,9 @@ WITH late_rank AS (
     CAST(NULL AS STRING) AS host,
     CAST(NULL AS BIGINT) AS rank,
     CAST(st_retrans_peer.retransmits /* ranked by how many segments were lost, not by ratio: a small flow losing a few */ /* segments is a smaller hot spot than a bulk flow losing hundreds */ AS DOUBLE) AS score,
-    FORMAT_STRING(
-      'peer %s%s: %d retransmits over %s from %s (%.3g%% of data segments)%s, burstiness %s, %s where throughput collapsed with them',
-      st_retrans_peer.remote_addr,
-      COALESCE(
+    IF(
+      st_retrans_peer.remote_addr IS NULL
+      OR COALESCE(
         ' (' || (
           SELECT
             MIN(o.node) AS _col_0
@@ -4629,70 +5318,354 @@ WITH late_rank AS (
             o.addr = st_retrans_peer.remote_addr
         ) || ')',
         ''
-      ),
-      st_retrans_peer.retransmits,
-      (
-        FORMAT_STRING(
-          '%d %s%s',
+      ) IS NULL
+      OR st_retrans_peer.retransmits IS NULL
+      OR (
+        IF(
           (
             st_retrans_peer.flows_with_retrans
-          ),
-          (
+          ) IS NULL
+          OR (
             'flow'
-          ),
-          CASE WHEN (
+          ) IS NULL
+          OR CASE WHEN (
             st_retrans_peer.flows_with_retrans
-          ) = 1 THEN '' ELSE 's' END
+          ) = 1 THEN '' ELSE 's' END IS NULL,
+          NULL,
+          FORMAT_STRING(
+            '%d %s%s',
+            (
+              st_retrans_peer.flows_with_retrans
+            ),
+            (
+              'flow'
+            ),
+            CASE WHEN (
+              st_retrans_peer.flows_with_retrans
+            ) = 1 THEN '' ELSE 's' END
+          )
         )
-      ),
-      (
-        FORMAT_STRING(
-          '%d %s%s',
+      ) IS NULL
+      OR (
+        IF(
           (
             st_retrans_peer.hosts
-          ),
-          (
+          ) IS NULL
+          OR (
             'host'
-          ),
-          CASE WHEN (
+          ) IS NULL
+          OR CASE WHEN (
             st_retrans_peer.hosts
-          ) = 1 THEN '' ELSE 's' END
+          ) = 1 THEN '' ELSE 's' END IS NULL,
+          NULL,
+          FORMAT_STRING(
+            '%d %s%s',
+            (
+              st_retrans_peer.hosts
+            ),
+            (
+              'host'
+            ),
+            CASE WHEN (
+              st_retrans_peer.hosts
+            ) = 1 THEN '' ELSE 's' END
+          )
         )
-      ),
-      100 * st_retrans_peer.retrans_ratio,
-      (
+      ) IS NULL
+      OR 100 * st_retrans_peer.retrans_ratio IS NULL
+      OR (
         CASE
           WHEN COALESCE((
             st_retrans_peer.dsack_dups
           ), 0) > 0
-          THEN FORMAT_STRING(
-            '; the receivers already had %d of the segments resent (DSACK: late, not lost)',
+          THEN IF(
             LEAST((
               st_retrans_peer.dsack_dups
             ), (
               st_retrans_peer.retransmits
-            ))
+            )) IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '; the receivers already had %d of the segments resent (DSACK: late, not lost)',
+              LEAST((
+                st_retrans_peer.dsack_dups
+              ), (
+                st_retrans_peer.retransmits
+              ))
+            )
           )
           ELSE ''
         END
-      ),
-      FORMAT_NUMBER(COALESCE(st_retrans_peer.burstiness, 0), '0.0'),
-      (
-        FORMAT_STRING(
-          '%d %s%s',
+      ) IS NULL
+      OR COALESCE(st_retrans_peer.burstiness, 0) IS NULL
+      OR (
+        IF(
           (
             COALESCE(st_retrans_peer.collapse_windows, 0)
-          ),
-          (
+          ) IS NULL
+          OR (
             'window'
-          ),
-          CASE
+          ) IS NULL
+          OR CASE
             WHEN (
               COALESCE(st_retrans_peer.collapse_windows, 0)
             ) = 1
             THEN ''
             ELSE 's'
+          END IS NULL,
+          NULL,
+          FORMAT_STRING(
+            '%d %s%s',
+            (
+              COALESCE(st_retrans_peer.collapse_windows, 0)
+            ),
+            (
+              'window'
+            ),
+            CASE
+              WHEN (
+                COALESCE(st_retrans_peer.collapse_windows, 0)
+              ) = 1
+              THEN ''
+              ELSE 's'
+            END
+          )
+        )
+      ) IS NULL,
+      NULL,
+      FORMAT_STRING(
+        'peer %s%s: %d retransmits over %s from %s (%s%% of data segments)%s, burstiness %s, %s where throughput collapsed with them',
+        st_retrans_peer.remote_addr,
+        COALESCE(
+          ' (' || (
+            SELECT
+              MIN(o.node) AS _col_0
+            FROM st_addr_owner AS o
+            WHERE
+              o.addr = st_retrans_peer.remote_addr
+          ) || ')',
+          ''
+        ),
+        st_retrans_peer.retransmits,
+        (
+          IF(
+            (
+              st_retrans_peer.flows_with_retrans
+            ) IS NULL
+            OR (
+              'flow'
+            ) IS NULL
+            OR CASE WHEN (
+              st_retrans_peer.flows_with_retrans
+            ) = 1 THEN '' ELSE 's' END IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '%d %s%s',
+              (
+                st_retrans_peer.flows_with_retrans
+              ),
+              (
+                'flow'
+              ),
+              CASE WHEN (
+                st_retrans_peer.flows_with_retrans
+              ) = 1 THEN '' ELSE 's' END
+            )
+          )
+        ),
+        (
+          IF(
+            (
+              st_retrans_peer.hosts
+            ) IS NULL
+            OR (
+              'host'
+            ) IS NULL
+            OR CASE WHEN (
+              st_retrans_peer.hosts
+            ) = 1 THEN '' ELSE 's' END IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '%d %s%s',
+              (
+                st_retrans_peer.hosts
+              ),
+              (
+                'host'
+              ),
+              CASE WHEN (
+                st_retrans_peer.hosts
+              ) = 1 THEN '' ELSE 's' END
+            )
+          )
+        ),
+        CASE
+          WHEN 100 * st_retrans_peer.retrans_ratio = 0
+          THEN '0'
+          WHEN (
+            FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio))) + IF(
+              ABS(100 * st_retrans_peer.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio)))) >= 9.995,
+              1,
+              0
+            )
+          ) >= -4
+          AND (
+            FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio))) + IF(
+              ABS(100 * st_retrans_peer.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio)))) >= 9.995,
+              1,
+              0
+            )
+          ) < 3
+          THEN REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              FORMAT_NUMBER(
+                100 * st_retrans_peer.retrans_ratio,
+                IF(
+                  (
+                    2 - (
+                      FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio))) + IF(
+                        ABS(100 * st_retrans_peer.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio)))) >= 9.995,
+                        1,
+                        0
+                      )
+                    )
+                  ) > 0,
+                  CONCAT(
+                    '0.',
+                    REPEAT(
+                      '0',
+                      2 - (
+                        FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio))) + IF(
+                          ABS(100 * st_retrans_peer.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio)))) >= 9.995,
+                          1,
+                          0
+                        )
+                      )
+                    )
+                  ),
+                  '0'
+                )
+              ),
+              '(\\.[0-9]*?)0+$',
+              '$1'
+            ),
+            '\\.$',
+            ''
+          )
+          ELSE CONCAT(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                FORMAT_NUMBER(
+                  100 * st_retrans_peer.retrans_ratio / POWER(
+                    10,
+                    (
+                      FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio))) + IF(
+                        ABS(100 * st_retrans_peer.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio)))) >= 9.995,
+                        1,
+                        0
+                      )
+                    )
+                  ),
+                  IF((
+                    2
+                  ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+                ),
+                '(\\.[0-9]*?)0+$',
+                '$1'
+              ),
+              '\\.$',
+              ''
+            ),
+            'e',
+            IF(
+              (
+                FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio))) + IF(
+                  ABS(100 * st_retrans_peer.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio)))) >= 9.995,
+                  1,
+                  0
+                )
+              ) < 0,
+              '-',
+              '+'
+            ),
+            LPAD(
+              CAST(ABS(
+                (
+                  FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio))) + IF(
+                    ABS(100 * st_retrans_peer.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio)))) >= 9.995,
+                    1,
+                    0
+                  )
+                )
+              ) AS STRING),
+              2,
+              '0'
+            )
+          )
+        END,
+        (
+          CASE
+            WHEN COALESCE((
+              st_retrans_peer.dsack_dups
+            ), 0) > 0
+            THEN IF(
+              LEAST((
+                st_retrans_peer.dsack_dups
+              ), (
+                st_retrans_peer.retransmits
+              )) IS NULL,
+              NULL,
+              FORMAT_STRING(
+                '; the receivers already had %d of the segments resent (DSACK: late, not lost)',
+                LEAST((
+                  st_retrans_peer.dsack_dups
+                ), (
+                  st_retrans_peer.retransmits
+                ))
+              )
+            )
+            ELSE ''
           END
+        ),
+        FORMAT_NUMBER(
+          COALESCE(st_retrans_peer.burstiness, 0),
+          IF((
+            1
+          ) > 0, CONCAT('0.', REPEAT('0', 1)), '0')
+        ),
+        (
+          IF(
+            (
+              COALESCE(st_retrans_peer.collapse_windows, 0)
+            ) IS NULL
+            OR (
+              'window'
+            ) IS NULL
+            OR CASE
+              WHEN (
+                COALESCE(st_retrans_peer.collapse_windows, 0)
+              ) = 1
+              THEN ''
+              ELSE 's'
+            END IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '%d %s%s',
+              (
+                COALESCE(st_retrans_peer.collapse_windows, 0)
+              ),
+              (
+                'window'
+              ),
+              CASE
+                WHEN (
+                  COALESCE(st_retrans_peer.collapse_windows, 0)
+                ) = 1
+                THEN ''
+                ELSE 's'
+              END
+            )
+          )
         )
       )
     ) AS summary
@@ -4711,60 +5684,297 @@ WITH late_rank AS (
     st_retrans_interface.host AS host,
     NULL AS _col_4,
     CAST(st_retrans_interface.retransmits AS DOUBLE) AS retransmits,
-    FORMAT_STRING(
-      'interface %s/%s: %d retransmits over %s%s (%.3g%% of data segments)%s, burstiness %s, %s where throughput collapsed with them',
-      st_retrans_interface.host,
-      st_retrans_interface.local_iface,
-      st_retrans_interface.retransmits,
-      (
-        FORMAT_STRING(
-          '%d %s%s',
+    IF(
+      st_retrans_interface.host IS NULL
+      OR st_retrans_interface.local_iface IS NULL
+      OR st_retrans_interface.retransmits IS NULL
+      OR (
+        IF(
           (
             st_retrans_interface.flows_with_retrans
-          ),
-          (
+          ) IS NULL
+          OR (
             'flow'
-          ),
-          CASE WHEN (
+          ) IS NULL
+          OR CASE WHEN (
             st_retrans_interface.flows_with_retrans
-          ) = 1 THEN '' ELSE 's' END
+          ) = 1 THEN '' ELSE 's' END IS NULL,
+          NULL,
+          FORMAT_STRING(
+            '%d %s%s',
+            (
+              st_retrans_interface.flows_with_retrans
+            ),
+            (
+              'flow'
+            ),
+            CASE WHEN (
+              st_retrans_interface.flows_with_retrans
+            ) = 1 THEN '' ELSE 's' END
+          )
         )
-      ),
-      COALESCE(' sent toward ' || st_retrans_interface.toward, ''),
-      100 * st_retrans_interface.retrans_ratio,
-      (
+      ) IS NULL
+      OR COALESCE(' sent toward ' || st_retrans_interface.toward, '') IS NULL
+      OR 100 * st_retrans_interface.retrans_ratio IS NULL
+      OR (
         CASE
           WHEN COALESCE((
             st_retrans_interface.dsack_dups
           ), 0) > 0
-          THEN FORMAT_STRING(
-            '; the receivers already had %d of the segments resent (DSACK: late, not lost)',
+          THEN IF(
             LEAST((
               st_retrans_interface.dsack_dups
             ), (
               st_retrans_interface.retransmits
-            ))
+            )) IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '; the receivers already had %d of the segments resent (DSACK: late, not lost)',
+              LEAST((
+                st_retrans_interface.dsack_dups
+              ), (
+                st_retrans_interface.retransmits
+              ))
+            )
           )
           ELSE ''
         END
-      ),
-      FORMAT_NUMBER(COALESCE(st_retrans_interface.burstiness, 0), '0.0'),
-      (
-        FORMAT_STRING(
-          '%d %s%s',
+      ) IS NULL
+      OR COALESCE(st_retrans_interface.burstiness, 0) IS NULL
+      OR (
+        IF(
           (
             COALESCE(st_retrans_interface.collapse_windows, 0)
-          ),
-          (
+          ) IS NULL
+          OR (
             'window'
-          ),
-          CASE
+          ) IS NULL
+          OR CASE
             WHEN (
               COALESCE(st_retrans_interface.collapse_windows, 0)
             ) = 1
             THEN ''
             ELSE 's'
+          END IS NULL,
+          NULL,
+          FORMAT_STRING(
+            '%d %s%s',
+            (
+              COALESCE(st_retrans_interface.collapse_windows, 0)
+            ),
+            (
+              'window'
+            ),
+            CASE
+              WHEN (
+                COALESCE(st_retrans_interface.collapse_windows, 0)
+              ) = 1
+              THEN ''
+              ELSE 's'
+            END
+          )
+        )
+      ) IS NULL,
+      NULL,
+      FORMAT_STRING(
+        'interface %s/%s: %d retransmits over %s%s (%s%% of data segments)%s, burstiness %s, %s where throughput collapsed with them',
+        st_retrans_interface.host,
+        st_retrans_interface.local_iface,
+        st_retrans_interface.retransmits,
+        (
+          IF(
+            (
+              st_retrans_interface.flows_with_retrans
+            ) IS NULL
+            OR (
+              'flow'
+            ) IS NULL
+            OR CASE WHEN (
+              st_retrans_interface.flows_with_retrans
+            ) = 1 THEN '' ELSE 's' END IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '%d %s%s',
+              (
+                st_retrans_interface.flows_with_retrans
+              ),
+              (
+                'flow'
+              ),
+              CASE WHEN (
+                st_retrans_interface.flows_with_retrans
+              ) = 1 THEN '' ELSE 's' END
+            )
+          )
+        ),
+        COALESCE(' sent toward ' || st_retrans_interface.toward, ''),
+        CASE
+          WHEN 100 * st_retrans_interface.retrans_ratio = 0
+          THEN '0'
+          WHEN (
+            FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio))) + IF(
+              ABS(100 * st_retrans_interface.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio)))) >= 9.995,
+              1,
+              0
+            )
+          ) >= -4
+          AND (
+            FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio))) + IF(
+              ABS(100 * st_retrans_interface.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio)))) >= 9.995,
+              1,
+              0
+            )
+          ) < 3
+          THEN REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              FORMAT_NUMBER(
+                100 * st_retrans_interface.retrans_ratio,
+                IF(
+                  (
+                    2 - (
+                      FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio))) + IF(
+                        ABS(100 * st_retrans_interface.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio)))) >= 9.995,
+                        1,
+                        0
+                      )
+                    )
+                  ) > 0,
+                  CONCAT(
+                    '0.',
+                    REPEAT(
+                      '0',
+                      2 - (
+                        FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio))) + IF(
+                          ABS(100 * st_retrans_interface.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio)))) >= 9.995,
+                          1,
+                          0
+                        )
+                      )
+                    )
+                  ),
+                  '0'
+                )
+              ),
+              '(\\.[0-9]*?)0+$',
+              '$1'
+            ),
+            '\\.$',
+            ''
+          )
+          ELSE CONCAT(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                FORMAT_NUMBER(
+                  100 * st_retrans_interface.retrans_ratio / POWER(
+                    10,
+                    (
+                      FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio))) + IF(
+                        ABS(100 * st_retrans_interface.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio)))) >= 9.995,
+                        1,
+                        0
+                      )
+                    )
+                  ),
+                  IF((
+                    2
+                  ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+                ),
+                '(\\.[0-9]*?)0+$',
+                '$1'
+              ),
+              '\\.$',
+              ''
+            ),
+            'e',
+            IF(
+              (
+                FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio))) + IF(
+                  ABS(100 * st_retrans_interface.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio)))) >= 9.995,
+                  1,
+                  0
+                )
+              ) < 0,
+              '-',
+              '+'
+            ),
+            LPAD(
+              CAST(ABS(
+                (
+                  FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio))) + IF(
+                    ABS(100 * st_retrans_interface.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio)))) >= 9.995,
+                    1,
+                    0
+                  )
+                )
+              ) AS STRING),
+              2,
+              '0'
+            )
+          )
+        END,
+        (
+          CASE
+            WHEN COALESCE((
+              st_retrans_interface.dsack_dups
+            ), 0) > 0
+            THEN IF(
+              LEAST((
+                st_retrans_interface.dsack_dups
+              ), (
+                st_retrans_interface.retransmits
+              )) IS NULL,
+              NULL,
+              FORMAT_STRING(
+                '; the receivers already had %d of the segments resent (DSACK: late, not lost)',
+                LEAST((
+                  st_retrans_interface.dsack_dups
+                ), (
+                  st_retrans_interface.retransmits
+                ))
+              )
+            )
+            ELSE ''
           END
+        ),
+        FORMAT_NUMBER(
+          COALESCE(st_retrans_interface.burstiness, 0),
+          IF((
+            1
+          ) > 0, CONCAT('0.', REPEAT('0', 1)), '0')
+        ),
+        (
+          IF(
+            (
+              COALESCE(st_retrans_interface.collapse_windows, 0)
+            ) IS NULL
+            OR (
+              'window'
+            ) IS NULL
+            OR CASE
+              WHEN (
+                COALESCE(st_retrans_interface.collapse_windows, 0)
+              ) = 1
+              THEN ''
+              ELSE 's'
+            END IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '%d %s%s',
+              (
+                COALESCE(st_retrans_interface.collapse_windows, 0)
+              ),
+              (
+                'window'
+              ),
+              CASE
+                WHEN (
+                  COALESCE(st_retrans_interface.collapse_windows, 0)
+                ) = 1
+                THEN ''
+                ELSE 's'
+              END
+            )
+          )
         )
       )
     ) AS _col_6
@@ -4783,37 +5993,223 @@ WITH late_rank AS (
     st_retrans_flow.host AS host,
     NULL AS _col_4,
     CAST(st_retrans_flow.retransmits AS DOUBLE) AS retransmits,
-    FORMAT_STRING(
-      'flow %s: %d retransmits (%.3g%% of data segments, %s/s)%s%s%s, burstiness %s, throughput collapsed in %d of %d windows with retransmits',
-      st_retrans_flow.flow_label,
-      st_retrans_flow.retransmits,
-      100 * st_retrans_flow.retrans_ratio,
-      FORMAT_NUMBER(st_retrans_flow.retrans_per_s, '0.0'),
-      CASE
+    IF(
+      st_retrans_flow.flow_label IS NULL
+      OR st_retrans_flow.retransmits IS NULL
+      OR 100 * st_retrans_flow.retrans_ratio IS NULL
+      OR st_retrans_flow.retrans_per_s IS NULL
+      OR CASE
         WHEN COALESCE(st_retrans_flow.dsack_dups, 0) > 0
-        THEN FORMAT_STRING(
-          '; the receiver already had %d of the segments resent (DSACK: late, not lost)',
-          st_retrans_flow.dsack_dups
+        THEN IF(
+          st_retrans_flow.dsack_dups IS NULL,
+          NULL,
+          FORMAT_STRING(
+            '; the receiver already had %d of the segments resent (DSACK: late, not lost)',
+            st_retrans_flow.dsack_dups
+          )
         )
         ELSE ''
-      END,
-      CASE
+      END IS NULL
+      OR CASE
         WHEN COALESCE(st_retrans_flow.loss_recovery_s, 0) > 0
-        THEN FORMAT_STRING('; in loss recovery %s s', FORMAT_NUMBER(st_retrans_flow.loss_recovery_s, '0.00'))
-        ELSE ''
-      END,
-      CASE
-        WHEN COALESCE(st_retrans_flow.rto_count, 0) > 0
-        THEN FORMAT_STRING(
-          '; %d retransmission timeouts, stalled %s s after them',
-          st_retrans_flow.rto_count,
-          FORMAT_NUMBER(st_retrans_flow.rto_recovery_s, '0.00')
+        THEN IF(
+          st_retrans_flow.loss_recovery_s IS NULL,
+          NULL,
+          FORMAT_STRING(
+            '; in loss recovery %s s',
+            FORMAT_NUMBER(
+              st_retrans_flow.loss_recovery_s,
+              IF((
+                2
+              ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+            )
+          )
         )
         ELSE ''
-      END,
-      FORMAT_NUMBER(COALESCE(st_retrans_flow.burstiness, 0), '0.0'),
-      COALESCE(st_retrans_flow.collapse_windows, 0),
-      COALESCE(st_retrans_flow.windows_with_retrans, 0)
+      END IS NULL
+      OR CASE
+        WHEN COALESCE(st_retrans_flow.rto_count, 0) > 0
+        THEN IF(
+          st_retrans_flow.rto_count IS NULL OR st_retrans_flow.rto_recovery_s IS NULL,
+          NULL,
+          FORMAT_STRING(
+            '; %d retransmission timeouts, stalled %s s after them',
+            st_retrans_flow.rto_count,
+            FORMAT_NUMBER(st_retrans_flow.rto_recovery_s, IF((
+              2
+            ) > 0, CONCAT('0.', REPEAT('0', 2)), '0'))
+          )
+        )
+        ELSE ''
+      END IS NULL
+      OR COALESCE(st_retrans_flow.burstiness, 0) IS NULL
+      OR COALESCE(st_retrans_flow.collapse_windows, 0) IS NULL
+      OR COALESCE(st_retrans_flow.windows_with_retrans, 0) IS NULL,
+      NULL,
+      FORMAT_STRING(
+        'flow %s: %d retransmits (%s%% of data segments, %s/s)%s%s%s, burstiness %s, throughput collapsed in %d of %d windows with retransmits',
+        st_retrans_flow.flow_label,
+        st_retrans_flow.retransmits,
+        CASE
+          WHEN 100 * st_retrans_flow.retrans_ratio = 0
+          THEN '0'
+          WHEN (
+            FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio))) + IF(
+              ABS(100 * st_retrans_flow.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio)))) >= 9.995,
+              1,
+              0
+            )
+          ) >= -4
+          AND (
+            FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio))) + IF(
+              ABS(100 * st_retrans_flow.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio)))) >= 9.995,
+              1,
+              0
+            )
+          ) < 3
+          THEN REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              FORMAT_NUMBER(
+                100 * st_retrans_flow.retrans_ratio,
+                IF(
+                  (
+                    2 - (
+                      FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio))) + IF(
+                        ABS(100 * st_retrans_flow.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio)))) >= 9.995,
+                        1,
+                        0
+                      )
+                    )
+                  ) > 0,
+                  CONCAT(
+                    '0.',
+                    REPEAT(
+                      '0',
+                      2 - (
+                        FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio))) + IF(
+                          ABS(100 * st_retrans_flow.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio)))) >= 9.995,
+                          1,
+                          0
+                        )
+                      )
+                    )
+                  ),
+                  '0'
+                )
+              ),
+              '(\\.[0-9]*?)0+$',
+              '$1'
+            ),
+            '\\.$',
+            ''
+          )
+          ELSE CONCAT(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                FORMAT_NUMBER(
+                  100 * st_retrans_flow.retrans_ratio / POWER(
+                    10,
+                    (
+                      FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio))) + IF(
+                        ABS(100 * st_retrans_flow.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio)))) >= 9.995,
+                        1,
+                        0
+                      )
+                    )
+                  ),
+                  IF((
+                    2
+                  ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+                ),
+                '(\\.[0-9]*?)0+$',
+                '$1'
+              ),
+              '\\.$',
+              ''
+            ),
+            'e',
+            IF(
+              (
+                FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio))) + IF(
+                  ABS(100 * st_retrans_flow.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio)))) >= 9.995,
+                  1,
+                  0
+                )
+              ) < 0,
+              '-',
+              '+'
+            ),
+            LPAD(
+              CAST(ABS(
+                (
+                  FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio))) + IF(
+                    ABS(100 * st_retrans_flow.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio)))) >= 9.995,
+                    1,
+                    0
+                  )
+                )
+              ) AS STRING),
+              2,
+              '0'
+            )
+          )
+        END,
+        FORMAT_NUMBER(st_retrans_flow.retrans_per_s, IF((
+          1
+        ) > 0, CONCAT('0.', REPEAT('0', 1)), '0')),
+        CASE
+          WHEN COALESCE(st_retrans_flow.dsack_dups, 0) > 0
+          THEN IF(
+            st_retrans_flow.dsack_dups IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '; the receiver already had %d of the segments resent (DSACK: late, not lost)',
+              st_retrans_flow.dsack_dups
+            )
+          )
+          ELSE ''
+        END,
+        CASE
+          WHEN COALESCE(st_retrans_flow.loss_recovery_s, 0) > 0
+          THEN IF(
+            st_retrans_flow.loss_recovery_s IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '; in loss recovery %s s',
+              FORMAT_NUMBER(
+                st_retrans_flow.loss_recovery_s,
+                IF((
+                  2
+                ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+              )
+            )
+          )
+          ELSE ''
+        END,
+        CASE
+          WHEN COALESCE(st_retrans_flow.rto_count, 0) > 0
+          THEN IF(
+            st_retrans_flow.rto_count IS NULL OR st_retrans_flow.rto_recovery_s IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '; %d retransmission timeouts, stalled %s s after them',
+              st_retrans_flow.rto_count,
+              FORMAT_NUMBER(st_retrans_flow.rto_recovery_s, IF((
+                2
+              ) > 0, CONCAT('0.', REPEAT('0', 2)), '0'))
+            )
+          )
+          ELSE ''
+        END,
+        FORMAT_NUMBER(
+          COALESCE(st_retrans_flow.burstiness, 0),
+          IF((
+            1
+          ) > 0, CONCAT('0.', REPEAT('0', 1)), '0')
+        ),
+        COALESCE(st_retrans_flow.collapse_windows, 0),
+        COALESCE(st_retrans_flow.windows_with_retrans, 0)
+      )
     ) AS _col_6
   FROM st_retrans_flow AS st_retrans_flow, st_params AS p
   WHERE
@@ -4830,26 +6226,158 @@ WITH late_rank AS (
     st_rdma_device.host AS host,
     NULL AS _col_4,
     st_rdma_device.loss_ratio AS loss_ratio,
-    FORMAT_STRING(
-      'RDMA device %s/%s (port %d%s): %d sequence gaps (lost packets) and %d retries over %d packets (gaps %.3g%%; %s): the NIC recovered lost packets in hardware, which TCP never sees%s',
-      st_rdma_device.host,
-      st_rdma_device.device,
-      st_rdma_device.port,
-      CASE
+    IF(
+      st_rdma_device.host IS NULL
+      OR st_rdma_device.device IS NULL
+      OR st_rdma_device.port IS NULL
+      OR CASE
         WHEN st_rdma_device.netdev IS NULL
         THEN ''
         ELSE ', netdev ' || st_rdma_device.netdev
-      END,
-      st_rdma_device.loss_events,
-      st_rdma_device.retry_events,
-      st_rdma_device.packets,
-      100 * st_rdma_device.loss_ratio,
-      st_rdma_device.loss_counters,
-      CASE
+      END IS NULL
+      OR st_rdma_device.loss_events IS NULL
+      OR st_rdma_device.retry_events IS NULL
+      OR st_rdma_device.packets IS NULL
+      OR 100 * st_rdma_device.loss_ratio IS NULL
+      OR st_rdma_device.loss_counters IS NULL
+      OR CASE
         WHEN st_rdma_device.busiest_qps IS NULL
         THEN ''
-        ELSE FORMAT_STRING('; busiest QPs: %s', st_rdma_device.busiest_qps)
-      END
+        ELSE IF(
+          st_rdma_device.busiest_qps IS NULL,
+          NULL,
+          FORMAT_STRING('; busiest QPs: %s', st_rdma_device.busiest_qps)
+        )
+      END IS NULL,
+      NULL,
+      FORMAT_STRING(
+        'RDMA device %s/%s (port %d%s): %d sequence gaps (lost packets) and %d retries over %d packets (gaps %s%%; %s): the NIC recovered lost packets in hardware, which TCP never sees%s',
+        st_rdma_device.host,
+        st_rdma_device.device,
+        st_rdma_device.port,
+        CASE
+          WHEN st_rdma_device.netdev IS NULL
+          THEN ''
+          ELSE ', netdev ' || st_rdma_device.netdev
+        END,
+        st_rdma_device.loss_events,
+        st_rdma_device.retry_events,
+        st_rdma_device.packets,
+        CASE
+          WHEN 100 * st_rdma_device.loss_ratio = 0
+          THEN '0'
+          WHEN (
+            FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio))) + IF(
+              ABS(100 * st_rdma_device.loss_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio)))) >= 9.995,
+              1,
+              0
+            )
+          ) >= -4
+          AND (
+            FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio))) + IF(
+              ABS(100 * st_rdma_device.loss_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio)))) >= 9.995,
+              1,
+              0
+            )
+          ) < 3
+          THEN REGEXP_REPLACE(
+            REGEXP_REPLACE(
+              FORMAT_NUMBER(
+                100 * st_rdma_device.loss_ratio,
+                IF(
+                  (
+                    2 - (
+                      FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio))) + IF(
+                        ABS(100 * st_rdma_device.loss_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio)))) >= 9.995,
+                        1,
+                        0
+                      )
+                    )
+                  ) > 0,
+                  CONCAT(
+                    '0.',
+                    REPEAT(
+                      '0',
+                      2 - (
+                        FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio))) + IF(
+                          ABS(100 * st_rdma_device.loss_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio)))) >= 9.995,
+                          1,
+                          0
+                        )
+                      )
+                    )
+                  ),
+                  '0'
+                )
+              ),
+              '(\\.[0-9]*?)0+$',
+              '$1'
+            ),
+            '\\.$',
+            ''
+          )
+          ELSE CONCAT(
+            REGEXP_REPLACE(
+              REGEXP_REPLACE(
+                FORMAT_NUMBER(
+                  100 * st_rdma_device.loss_ratio / POWER(
+                    10,
+                    (
+                      FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio))) + IF(
+                        ABS(100 * st_rdma_device.loss_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio)))) >= 9.995,
+                        1,
+                        0
+                      )
+                    )
+                  ),
+                  IF((
+                    2
+                  ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+                ),
+                '(\\.[0-9]*?)0+$',
+                '$1'
+              ),
+              '\\.$',
+              ''
+            ),
+            'e',
+            IF(
+              (
+                FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio))) + IF(
+                  ABS(100 * st_rdma_device.loss_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio)))) >= 9.995,
+                  1,
+                  0
+                )
+              ) < 0,
+              '-',
+              '+'
+            ),
+            LPAD(
+              CAST(ABS(
+                (
+                  FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio))) + IF(
+                    ABS(100 * st_rdma_device.loss_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio)))) >= 9.995,
+                    1,
+                    0
+                  )
+                )
+              ) AS STRING),
+              2,
+              '0'
+            )
+          )
+        END,
+        st_rdma_device.loss_counters,
+        CASE
+          WHEN st_rdma_device.busiest_qps IS NULL
+          THEN ''
+          ELSE IF(
+            st_rdma_device.busiest_qps IS NULL,
+            NULL,
+            FORMAT_STRING('; busiest QPs: %s', st_rdma_device.busiest_qps)
+          )
+        END
+      )
     ) AS _col_6
   FROM st_rdma_device AS st_rdma_device, st_params AS p
   WHERE
@@ -4863,13 +6391,26 @@ WITH late_rank AS (
     st_loss_burst.host AS host,
     NULL AS _col_4,
     st_loss_burst.peak_ratio AS peak_ratio,
-    FORMAT_STRING(
-      '%s: %d retransmits in the window starting %s (usual window: %s), peers %s',
-      st_loss_burst.host,
-      st_loss_burst.retransmits,
-      DATE_FORMAT(st_loss_burst.window_start, 'HH:mm:ss'),
-      FORMAT_NUMBER(COALESCE(st_loss_burst.others_mean, 0), '0.0'),
-      COALESCE(st_loss_burst.peers, '?')
+    IF(
+      st_loss_burst.host IS NULL
+      OR st_loss_burst.retransmits IS NULL
+      OR DATE_FORMAT(st_loss_burst.window_start, 'HH:mm:ss') IS NULL
+      OR COALESCE(st_loss_burst.others_mean, 0) IS NULL
+      OR COALESCE(st_loss_burst.peers, '?') IS NULL,
+      NULL,
+      FORMAT_STRING(
+        '%s: %d retransmits in the window starting %s (usual window: %s), peers %s',
+        st_loss_burst.host,
+        st_loss_burst.retransmits,
+        DATE_FORMAT(st_loss_burst.window_start, 'HH:mm:ss'),
+        FORMAT_NUMBER(
+          COALESCE(st_loss_burst.others_mean, 0),
+          IF((
+            1
+          ) > 0, CONCAT('0.', REPEAT('0', 1)), '0')
+        ),
+        COALESCE(st_loss_burst.peers, '?')
+      )
     ) AS _col_6
   FROM st_loss_burst AS st_loss_burst, st_params AS p
   WHERE
@@ -4882,14 +6423,34 @@ WITH late_rank AS (
     st_latency_flow.host AS host,
     NULL AS _col_4,
     st_latency_flow.p99_vs_fleet AS p99_vs_fleet,
-    FORMAT_STRING(
-      'flow %s: RTT p99 %s µs is %sx the fleet median p99 (%s µs); p50 %s µs, max %d µs',
-      st_latency_flow.flow_label,
-      FORMAT_NUMBER(st_latency_flow.srtt_p99_us, '0'),
-      FORMAT_NUMBER(st_latency_flow.p99_vs_fleet, '0.0'),
-      FORMAT_NUMBER(st_latency_flow.fleet_median_p99_us, '0'),
-      FORMAT_NUMBER(st_latency_flow.srtt_p50_us, '0'),
-      st_latency_flow.srtt_max_us
+    IF(
+      st_latency_flow.flow_label IS NULL
+      OR st_latency_flow.srtt_p99_us IS NULL
+      OR st_latency_flow.p99_vs_fleet IS NULL
+      OR st_latency_flow.fleet_median_p99_us IS NULL
+      OR st_latency_flow.srtt_p50_us IS NULL
+      OR st_latency_flow.srtt_max_us IS NULL,
+      NULL,
+      FORMAT_STRING(
+        'flow %s: RTT p99 %s µs is %sx the fleet median p99 (%s µs); p50 %s µs, max %d µs',
+        st_latency_flow.flow_label,
+        FORMAT_NUMBER(st_latency_flow.srtt_p99_us, IF((
+          0
+        ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+        FORMAT_NUMBER(st_latency_flow.p99_vs_fleet, IF((
+          1
+        ) > 0, CONCAT('0.', REPEAT('0', 1)), '0')),
+        FORMAT_NUMBER(
+          st_latency_flow.fleet_median_p99_us,
+          IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')
+        ),
+        FORMAT_NUMBER(st_latency_flow.srtt_p50_us, IF((
+          0
+        ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+        st_latency_flow.srtt_max_us
+      )
     ) AS _col_6
   FROM st_latency_flow AS st_latency_flow, st_params AS p
   WHERE
@@ -4905,12 +6466,25 @@ WITH late_rank AS (
     st_latency_flow.host AS host,
     NULL AS _col_4,
     st_latency_flow.rtt_inflation AS rtt_inflation,
-    FORMAT_STRING(
-      'flow %s: median RTT %s µs is %sx its own base RTT (%s µs): queueing on the path',
-      st_latency_flow.flow_label,
-      FORMAT_NUMBER(st_latency_flow.srtt_p50_us, '0'),
-      FORMAT_NUMBER(st_latency_flow.rtt_inflation, '0.0'),
-      FORMAT_NUMBER(st_latency_flow.base_rtt_us, '0')
+    IF(
+      st_latency_flow.flow_label IS NULL
+      OR st_latency_flow.srtt_p50_us IS NULL
+      OR st_latency_flow.rtt_inflation IS NULL
+      OR st_latency_flow.base_rtt_us IS NULL,
+      NULL,
+      FORMAT_STRING(
+        'flow %s: median RTT %s µs is %sx its own base RTT (%s µs): queueing on the path',
+        st_latency_flow.flow_label,
+        FORMAT_NUMBER(st_latency_flow.srtt_p50_us, IF((
+          0
+        ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+        FORMAT_NUMBER(st_latency_flow.rtt_inflation, IF((
+          1
+        ) > 0, CONCAT('0.', REPEAT('0', 1)), '0')),
+        FORMAT_NUMBER(st_latency_flow.base_rtt_us, IF((
+          0
+        ) > 0, CONCAT('0.', REPEAT('0', 0)), '0'))
+      )
     ) AS _col_6
   FROM st_latency_flow AS st_latency_flow, st_params AS p, st_healthy_queueing AS q
   WHERE
@@ -4926,11 +6500,10 @@ WITH late_rank AS (
     NULL AS _col_3,
     NULL AS _col_4,
     st_contention.together_windows / st_contention.windows * st_contention.together_flows AS _col_5,
-    FORMAT_STRING(
-      '%s %s%s: its flows degraded together in %d of %d windows (%s of its %d flows at a time on average; RTT x%s, throughput x%s)',
-      st_contention.scope,
-      st_contention.subject,
-      CASE
+    IF(
+      st_contention.scope IS NULL
+      OR st_contention.subject IS NULL
+      OR CASE
         WHEN st_contention.scope = 'peer'
         THEN COALESCE(
           ' (' || (
@@ -4943,17 +6516,105 @@ WITH late_rank AS (
           ''
         )
         ELSE ''
-      END,
-      st_contention.together_windows,
-      st_contention.windows,
-      CASE
+      END IS NULL
+      OR st_contention.together_windows IS NULL
+      OR st_contention.windows IS NULL
+      OR CASE
         WHEN st_contention.together_flows = ROUND(st_contention.together_flows)
-        THEN FORMAT_STRING('%d', CAST(ROUND(st_contention.together_flows) AS BIGINT))
-        ELSE FORMAT_STRING('%s', FORMAT_NUMBER(st_contention.together_flows, '0.0'))
-      END,
-      st_contention.flows,
-      FORMAT_NUMBER(COALESCE(st_contention.rtt_inflation, 1), '0.0'),
-      FORMAT_NUMBER(COALESCE(st_contention.throughput_ratio, 1), '0.00')
+        THEN IF(
+          CAST(IF(
+            TYPEOF(st_contention.together_flows) IN ('double', 'float'),
+            BROUND(st_contention.together_flows),
+            ROUND(st_contention.together_flows)
+          ) AS BIGINT) IS NULL,
+          NULL,
+          FORMAT_STRING(
+            '%d',
+            CAST(IF(
+              TYPEOF(st_contention.together_flows) IN ('double', 'float'),
+              BROUND(st_contention.together_flows),
+              ROUND(st_contention.together_flows)
+            ) AS BIGINT)
+          )
+        )
+        ELSE IF(
+          st_contention.together_flows IS NULL,
+          NULL,
+          FORMAT_STRING(
+            '%s',
+            FORMAT_NUMBER(st_contention.together_flows, IF((
+              1
+            ) > 0, CONCAT('0.', REPEAT('0', 1)), '0'))
+          )
+        )
+      END IS NULL
+      OR st_contention.flows IS NULL
+      OR COALESCE(st_contention.rtt_inflation, 1) IS NULL
+      OR COALESCE(st_contention.throughput_ratio, 1) IS NULL,
+      NULL,
+      FORMAT_STRING(
+        '%s %s%s: its flows degraded together in %d of %d windows (%s of its %d flows at a time on average; RTT x%s, throughput x%s)',
+        st_contention.scope,
+        st_contention.subject,
+        CASE
+          WHEN st_contention.scope = 'peer'
+          THEN COALESCE(
+            ' (' || (
+              SELECT
+                MIN(o.node) AS _col_0
+              FROM st_addr_owner AS o
+              WHERE
+                o.addr = st_contention.subject
+            ) || ')',
+            ''
+          )
+          ELSE ''
+        END,
+        st_contention.together_windows,
+        st_contention.windows,
+        CASE
+          WHEN st_contention.together_flows = ROUND(st_contention.together_flows)
+          THEN IF(
+            CAST(IF(
+              TYPEOF(st_contention.together_flows) IN ('double', 'float'),
+              BROUND(st_contention.together_flows),
+              ROUND(st_contention.together_flows)
+            ) AS BIGINT) IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '%d',
+              CAST(IF(
+                TYPEOF(st_contention.together_flows) IN ('double', 'float'),
+                BROUND(st_contention.together_flows),
+                ROUND(st_contention.together_flows)
+              ) AS BIGINT)
+            )
+          )
+          ELSE IF(
+            st_contention.together_flows IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '%s',
+              FORMAT_NUMBER(st_contention.together_flows, IF((
+                1
+              ) > 0, CONCAT('0.', REPEAT('0', 1)), '0'))
+            )
+          )
+        END,
+        st_contention.flows,
+        FORMAT_NUMBER(
+          COALESCE(st_contention.rtt_inflation, 1),
+          IF((
+            1
+          ) > 0, CONCAT('0.', REPEAT('0', 1)), '0')
+        ),
+        FORMAT_NUMBER(
+          COALESCE(st_contention.throughput_ratio, 1),
+          IF((
+            2
+          ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+        )
+      )
     ) AS _col_6
   FROM st_contention AS st_contention, st_params AS p
   WHERE
@@ -4979,11 +6640,10 @@ WITH late_rank AS (
     NULL AS _col_3,
     NULL AS _col_4,
     st_sync_amplification.fastest_wait_fraction AS fastest_wait_fraction,
-    FORMAT_STRING(
-      '%s over %d ranks (timed by %s): the fastest rank waits %s%% of each step on average; arrival spread median %s ms, p99 %s ms; step %s ms',
-      st_sync_amplification.collective,
-      st_sync_amplification.ranks,
-      (
+    IF(
+      st_sync_amplification.collective IS NULL
+      OR st_sync_amplification.ranks IS NULL
+      OR (
         CASE (
             st_sync_amplification.source
           )
@@ -5003,11 +6663,62 @@ WITH late_rank AS (
             st_sync_amplification.source
           )
         END
-      ),
-      FORMAT_NUMBER(100 * st_sync_amplification.fastest_wait_fraction, '0'),
-      FORMAT_NUMBER(st_sync_amplification.median_arrival_spread_us / 1000, '0.00'),
-      FORMAT_NUMBER(st_sync_amplification.p99_arrival_spread_us / 1000, '0.00'),
-      FORMAT_NUMBER(st_sync_amplification.median_step_us / 1000, '0.00')
+      ) IS NULL
+      OR 100 * st_sync_amplification.fastest_wait_fraction IS NULL
+      OR st_sync_amplification.median_arrival_spread_us / 1000 IS NULL
+      OR st_sync_amplification.p99_arrival_spread_us / 1000 IS NULL
+      OR st_sync_amplification.median_step_us / 1000 IS NULL,
+      NULL,
+      FORMAT_STRING(
+        '%s over %d ranks (timed by %s): the fastest rank waits %s%% of each step on average; arrival spread median %s ms, p99 %s ms; step %s ms',
+        st_sync_amplification.collective,
+        st_sync_amplification.ranks,
+        (
+          CASE (
+              st_sync_amplification.source
+            )
+            WHEN 'nccl_kernel'
+            THEN 'NCCL kernels'
+            WHEN 'comm_kernel'
+            THEN 'communication kernels'
+            WHEN 'backend'
+            THEN 'the backend\'s own annotations, e.g. gloo:all_reduce'
+            WHEN 'c10d'
+            THEN 'c10d calls'
+            WHEN 'param_comms'
+            THEN 'record_param_comms'
+            WHEN 'nccl_call'
+            THEN 'NCCL API calls'
+            ELSE (
+              st_sync_amplification.source
+            )
+          END
+        ),
+        FORMAT_NUMBER(
+          100 * st_sync_amplification.fastest_wait_fraction,
+          IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')
+        ),
+        FORMAT_NUMBER(
+          st_sync_amplification.median_arrival_spread_us / 1000,
+          IF((
+            2
+          ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+        ),
+        FORMAT_NUMBER(
+          st_sync_amplification.p99_arrival_spread_us / 1000,
+          IF((
+            2
+          ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+        ),
+        FORMAT_NUMBER(
+          st_sync_amplification.median_step_us / 1000,
+          IF((
+            2
+          ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+        )
+      )
     ) AS _col_6
   FROM st_sync_amplification AS st_sync_amplification, st_params AS p
   WHERE
@@ -5021,20 +6732,59 @@ WITH late_rank AS (
     st_locality.host AS host,
     st_locality.rank AS rank,
     COALESCE(st_locality.transfer_vs_well_placed, 1) AS _col_5,
-    FORMAT_STRING(
-      'rank %d (%s GPU %d): GPU on NUMA %s, nearest NIC %s on NUMA %s (%s); collective transfer time %s that of well-placed ranks',
-      st_locality.rank,
-      st_locality.host,
-      st_locality.device,
-      COALESCE(CAST(st_locality.numa_node AS STRING), '?'),
-      COALESCE(st_locality.nearest_nic, '?'),
-      COALESCE(CAST(st_locality.nic_numa_node AS STRING), '?'),
-      COALESCE(st_locality.nic_locality, '?'),
-      CASE
+    IF(
+      st_locality.rank IS NULL
+      OR st_locality.host IS NULL
+      OR st_locality.device IS NULL
+      OR COALESCE(CAST(st_locality.numa_node AS STRING), '?') IS NULL
+      OR COALESCE(st_locality.nearest_nic, '?') IS NULL
+      OR COALESCE(CAST(st_locality.nic_numa_node AS STRING), '?') IS NULL
+      OR COALESCE(st_locality.nic_locality, '?') IS NULL
+      OR CASE
         WHEN st_locality.transfer_vs_well_placed IS NULL
         THEN 'not comparable with'
-        ELSE FORMAT_STRING('%sx', FORMAT_NUMBER(st_locality.transfer_vs_well_placed, '0.00'))
-      END
+        ELSE IF(
+          st_locality.transfer_vs_well_placed IS NULL,
+          NULL,
+          FORMAT_STRING(
+            '%sx',
+            FORMAT_NUMBER(
+              st_locality.transfer_vs_well_placed,
+              IF((
+                2
+              ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+            )
+          )
+        )
+      END IS NULL,
+      NULL,
+      FORMAT_STRING(
+        'rank %d (%s GPU %d): GPU on NUMA %s, nearest NIC %s on NUMA %s (%s); collective transfer time %s that of well-placed ranks',
+        st_locality.rank,
+        st_locality.host,
+        st_locality.device,
+        COALESCE(CAST(st_locality.numa_node AS STRING), '?'),
+        COALESCE(st_locality.nearest_nic, '?'),
+        COALESCE(CAST(st_locality.nic_numa_node AS STRING), '?'),
+        COALESCE(st_locality.nic_locality, '?'),
+        CASE
+          WHEN st_locality.transfer_vs_well_placed IS NULL
+          THEN 'not comparable with'
+          ELSE IF(
+            st_locality.transfer_vs_well_placed IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '%sx',
+              FORMAT_NUMBER(
+                st_locality.transfer_vs_well_placed,
+                IF((
+                  2
+                ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+              )
+            )
+          )
+        END
+      )
     ) AS _col_6
   FROM st_locality AS st_locality
   WHERE
@@ -5047,20 +6797,40 @@ WITH late_rank AS (
     st_gpu_idle_host.host AS host,
     CASE WHEN st_gpu_idle_host.idle_ranks = 1 THEN st_gpu_idle_host.ranks[0] END AS _col_4,
     st_gpu_idle_host.idle_windows / st_gpu_idle_host.windows + st_gpu_idle_host.explained_windows / st_gpu_idle_host.windows AS _col_5,
-    FORMAT_STRING(
-      '%s: compute idle while collectives ran on %d of its %d GPU ranks (%s%s%s) in %d of %d windows; %d of them with network symptoms on the host (%d retransmits, RTT up to x%s, peers %s)',
-      st_gpu_idle_host.host,
-      st_gpu_idle_host.idle_ranks,
-      st_gpu_idle_host.gpu_ranks,
-      CASE WHEN st_gpu_idle_host.idle_ranks = 1 THEN 'rank ' ELSE 'ranks ' END,
-      ARRAY_JOIN(SLICE(st_gpu_idle_host.ranks, 1, 8 - 1 + 1), ', '),
-      CASE WHEN st_gpu_idle_host.idle_ranks > 8 THEN ', ...' ELSE '' END,
-      st_gpu_idle_host.idle_windows,
-      st_gpu_idle_host.windows,
-      st_gpu_idle_host.explained_windows,
-      st_gpu_idle_host.retransmits,
-      FORMAT_NUMBER(COALESCE(st_gpu_idle_host.max_rtt_inflation, 1), '0.0'),
-      COALESCE(st_gpu_idle_host.affected_peers, 'none')
+    IF(
+      st_gpu_idle_host.host IS NULL
+      OR st_gpu_idle_host.idle_ranks IS NULL
+      OR st_gpu_idle_host.gpu_ranks IS NULL
+      OR CASE WHEN st_gpu_idle_host.idle_ranks = 1 THEN 'rank ' ELSE 'ranks ' END IS NULL
+      OR ARRAY_JOIN(SLICE(st_gpu_idle_host.ranks, 1, 8 - 1 + 1), ', ') IS NULL
+      OR CASE WHEN st_gpu_idle_host.idle_ranks > 8 THEN ', ...' ELSE '' END IS NULL
+      OR st_gpu_idle_host.idle_windows IS NULL
+      OR st_gpu_idle_host.windows IS NULL
+      OR st_gpu_idle_host.explained_windows IS NULL
+      OR st_gpu_idle_host.retransmits IS NULL
+      OR COALESCE(st_gpu_idle_host.max_rtt_inflation, 1) IS NULL
+      OR COALESCE(st_gpu_idle_host.affected_peers, 'none') IS NULL,
+      NULL,
+      FORMAT_STRING(
+        '%s: compute idle while collectives ran on %d of its %d GPU ranks (%s%s%s) in %d of %d windows; %d of them with network symptoms on the host (%d retransmits, RTT up to x%s, peers %s)',
+        st_gpu_idle_host.host,
+        st_gpu_idle_host.idle_ranks,
+        st_gpu_idle_host.gpu_ranks,
+        CASE WHEN st_gpu_idle_host.idle_ranks = 1 THEN 'rank ' ELSE 'ranks ' END,
+        ARRAY_JOIN(SLICE(st_gpu_idle_host.ranks, 1, 8 - 1 + 1), ', '),
+        CASE WHEN st_gpu_idle_host.idle_ranks > 8 THEN ', ...' ELSE '' END,
+        st_gpu_idle_host.idle_windows,
+        st_gpu_idle_host.windows,
+        st_gpu_idle_host.explained_windows,
+        st_gpu_idle_host.retransmits,
+        FORMAT_NUMBER(
+          COALESCE(st_gpu_idle_host.max_rtt_inflation, 1),
+          IF((
+            1
+          ) > 0, CONCAT('0.', REPEAT('0', 1)), '0')
+        ),
+        COALESCE(st_gpu_idle_host.affected_peers, 'none')
+      )
     ) AS _col_6
   FROM st_gpu_idle_host AS st_gpu_idle_host
 ), s /* The verdict: culprits of slow collective steps, by the job time they cost. */ AS (
@@ -5080,94 +6850,246 @@ WITH late_rank AS (
     d.time_lost_s AS time_lost_s,
     CASE COALESCE(d.cause, w.cause)
       WHEN 'network'
-      THEN FORMAT_STRING(
-        '%s: the job lost %s s (%s%% of %s s traced)%s in %d slow %s steps (each transfer a median %s ms longer than a healthy %s ms) with %d retransmits on %s during them%s: every rank waits for the slowest link (synchronization amplification)',
-        COALESCE(d.culprit, w.culprit),
-        FORMAT_NUMBER(d.time_lost_s, '0.0'),
-        FORMAT_NUMBER(100 * d.lost_fraction, '0'),
-        FORMAT_NUMBER(d.traced_s, '0'),
-        d.priced,
-        d.slow_steps,
-        d.collectives,
-        FORMAT_NUMBER(d.median_excess_ms, '0'),
-        FORMAT_NUMBER(d.median_base_ms, '0'),
-        d.retransmits,
-        CASE
+      THEN IF(
+        COALESCE(d.culprit, w.culprit) IS NULL
+        OR d.time_lost_s IS NULL
+        OR 100 * d.lost_fraction IS NULL
+        OR d.traced_s IS NULL
+        OR d.priced IS NULL
+        OR d.slow_steps IS NULL
+        OR d.collectives IS NULL
+        OR d.median_excess_ms IS NULL
+        OR d.median_base_ms IS NULL
+        OR d.retransmits IS NULL
+        OR CASE
           WHEN COALESCE(d.culprit, w.culprit) LIKE 'link %'
           THEN 'that link'
           ELSE 'the links of ' || COALESCE(d.culprit, w.culprit)
-        END,
-        CASE
+        END IS NULL
+        OR CASE
           WHEN d.reordered
-          THEN FORMAT_STRING(
-            '; the receivers already had %s%% of the segments resent (DSACK): most arrived late or out of order, not lost (reordering or jitter on the path)',
-            FORMAT_NUMBER(100 * d.spurious_share, '0')
+          THEN IF(
+            100 * d.spurious_share IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '; the receivers already had %s%% of the segments resent (DSACK): most arrived late or out of order, not lost (reordering or jitter on the path)',
+              FORMAT_NUMBER(100 * d.spurious_share, IF((
+                0
+              ) > 0, CONCAT('0.', REPEAT('0', 0)), '0'))
+            )
           )
           ELSE ''
-        END
+        END IS NULL,
+        NULL,
+        FORMAT_STRING(
+          '%s: the job lost %s s (%s%% of %s s traced)%s in %d slow %s steps (each transfer a median %s ms longer than a healthy %s ms) with %d retransmits on %s during them%s: every rank waits for the slowest link (synchronization amplification)',
+          COALESCE(d.culprit, w.culprit),
+          FORMAT_NUMBER(d.time_lost_s, IF((
+            1
+          ) > 0, CONCAT('0.', REPEAT('0', 1)), '0')),
+          FORMAT_NUMBER(100 * d.lost_fraction, IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+          FORMAT_NUMBER(d.traced_s, IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+          d.priced,
+          d.slow_steps,
+          d.collectives,
+          FORMAT_NUMBER(d.median_excess_ms, IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+          FORMAT_NUMBER(d.median_base_ms, IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+          d.retransmits,
+          CASE
+            WHEN COALESCE(d.culprit, w.culprit) LIKE 'link %'
+            THEN 'that link'
+            ELSE 'the links of ' || COALESCE(d.culprit, w.culprit)
+          END,
+          CASE
+            WHEN d.reordered
+            THEN IF(
+              100 * d.spurious_share IS NULL,
+              NULL,
+              FORMAT_STRING(
+                '; the receivers already had %s%% of the segments resent (DSACK): most arrived late or out of order, not lost (reordering or jitter on the path)',
+                FORMAT_NUMBER(100 * d.spurious_share, IF((
+                  0
+                ) > 0, CONCAT('0.', REPEAT('0', 0)), '0'))
+              )
+            )
+            ELSE ''
+          END
+        )
       )
       WHEN 'queueing'
-      THEN FORMAT_STRING(
-        '%s: the job lost %s s (%s%% of %s s traced)%s in %d slow %s steps (each transfer a median %s ms longer than a healthy %s ms) %s, while %d RTT samples on %s queued above the fleet\'s usual%s: a slow, congested or delayed link (a rate limit, a lower link speed, a busy port, added latency) that every rank waits for',
-        COALESCE(d.culprit, w.culprit),
-        FORMAT_NUMBER(d.time_lost_s, '0.0'),
-        FORMAT_NUMBER(100 * d.lost_fraction, '0'),
-        FORMAT_NUMBER(d.traced_s, '0'),
-        d.priced,
-        d.slow_steps,
-        d.collectives,
-        FORMAT_NUMBER(d.median_excess_ms, '0'),
-        FORMAT_NUMBER(d.median_base_ms, '0'),
-        CASE
+      THEN IF(
+        COALESCE(d.culprit, w.culprit) IS NULL
+        OR d.time_lost_s IS NULL
+        OR 100 * d.lost_fraction IS NULL
+        OR d.traced_s IS NULL
+        OR d.priced IS NULL
+        OR d.slow_steps IS NULL
+        OR d.collectives IS NULL
+        OR d.median_excess_ms IS NULL
+        OR d.median_base_ms IS NULL
+        OR CASE
           WHEN d.lossy_steps = 0
           THEN 'with no retransmits during them'
-          ELSE FORMAT_STRING(
-            'with retransmits on its links in %d of them (its queue overflowed)',
-            d.lossy_steps
+          ELSE IF(
+            d.lossy_steps IS NULL,
+            NULL,
+            FORMAT_STRING(
+              'with retransmits on its links in %d of them (its queue overflowed)',
+              d.lossy_steps
+            )
           )
-        END,
-        d.queued_samples,
-        CASE
+        END IS NULL
+        OR d.queued_samples IS NULL
+        OR CASE
           WHEN COALESCE(d.culprit, w.culprit) LIKE 'link %'
           THEN 'that link'
           ELSE 'the links of ' || COALESCE(d.culprit, w.culprit)
-        END,
-        d.delivery
+        END IS NULL
+        OR d.delivery IS NULL,
+        NULL,
+        FORMAT_STRING(
+          '%s: the job lost %s s (%s%% of %s s traced)%s in %d slow %s steps (each transfer a median %s ms longer than a healthy %s ms) %s, while %d RTT samples on %s queued above the fleet\'s usual%s: a slow, congested or delayed link (a rate limit, a lower link speed, a busy port, added latency) that every rank waits for',
+          COALESCE(d.culprit, w.culprit),
+          FORMAT_NUMBER(d.time_lost_s, IF((
+            1
+          ) > 0, CONCAT('0.', REPEAT('0', 1)), '0')),
+          FORMAT_NUMBER(100 * d.lost_fraction, IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+          FORMAT_NUMBER(d.traced_s, IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+          d.priced,
+          d.slow_steps,
+          d.collectives,
+          FORMAT_NUMBER(d.median_excess_ms, IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+          FORMAT_NUMBER(d.median_base_ms, IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+          CASE
+            WHEN d.lossy_steps = 0
+            THEN 'with no retransmits during them'
+            ELSE IF(
+              d.lossy_steps IS NULL,
+              NULL,
+              FORMAT_STRING(
+                'with retransmits on its links in %d of them (its queue overflowed)',
+                d.lossy_steps
+              )
+            )
+          END,
+          d.queued_samples,
+          CASE
+            WHEN COALESCE(d.culprit, w.culprit) LIKE 'link %'
+            THEN 'that link'
+            ELSE 'the links of ' || COALESCE(d.culprit, w.culprit)
+          END,
+          d.delivery
+        )
       )
       WHEN 'straggler'
-      THEN FORMAT_STRING(
-        '%s: the job lost %s s (%s%% of %s s traced)%s in %d %s steps it held up, arriving %s ms after the first rank (median): the other ranks waited for it%s',
-        COALESCE(d.culprit, w.culprit),
-        FORMAT_NUMBER(d.time_lost_s, '0.0'),
-        FORMAT_NUMBER(100 * d.lost_fraction, '0'),
-        FORMAT_NUMBER(d.traced_s, '0'),
-        d.priced,
-        d.slow_steps,
-        d.collectives,
-        FORMAT_NUMBER(d.median_lateness_ms, '0'),
-        CASE
+      THEN IF(
+        COALESCE(d.culprit, w.culprit) IS NULL
+        OR d.time_lost_s IS NULL
+        OR 100 * d.lost_fraction IS NULL
+        OR d.traced_s IS NULL
+        OR d.priced IS NULL
+        OR d.slow_steps IS NULL
+        OR d.collectives IS NULL
+        OR d.median_lateness_ms IS NULL
+        OR CASE
           WHEN d.extra_own_ms IS NULL
           THEN ''
-          ELSE FORMAT_STRING(
-            '; it spends %s ms more per training step outside collectives than the other ranks (median)',
-            FORMAT_NUMBER(d.extra_own_ms, '0')
+          ELSE IF(
+            d.extra_own_ms IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '; it spends %s ms more per training step outside collectives than the other ranks (median)',
+              FORMAT_NUMBER(d.extra_own_ms, IF((
+                0
+              ) > 0, CONCAT('0.', REPEAT('0', 0)), '0'))
+            )
           )
-        END
+        END IS NULL,
+        NULL,
+        FORMAT_STRING(
+          '%s: the job lost %s s (%s%% of %s s traced)%s in %d %s steps it held up, arriving %s ms after the first rank (median): the other ranks waited for it%s',
+          COALESCE(d.culprit, w.culprit),
+          FORMAT_NUMBER(d.time_lost_s, IF((
+            1
+          ) > 0, CONCAT('0.', REPEAT('0', 1)), '0')),
+          FORMAT_NUMBER(100 * d.lost_fraction, IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+          FORMAT_NUMBER(d.traced_s, IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+          d.priced,
+          d.slow_steps,
+          d.collectives,
+          FORMAT_NUMBER(d.median_lateness_ms, IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+          CASE
+            WHEN d.extra_own_ms IS NULL
+            THEN ''
+            ELSE IF(
+              d.extra_own_ms IS NULL,
+              NULL,
+              FORMAT_STRING(
+                '; it spends %s ms more per training step outside collectives than the other ranks (median)',
+                FORMAT_NUMBER(d.extra_own_ms, IF((
+                  0
+                ) > 0, CONCAT('0.', REPEAT('0', 0)), '0'))
+              )
+            )
+          END
+        )
       )
     END AS summary,
     (
       DATE_FORMAT(
-        TIMESTAMP_MICROS(CAST(ROUND((
-          w.first_us
-        )) AS BIGINT)),
+        TIMESTAMP_MICROS(
+          CAST(IF(
+            TYPEOF((
+              w.first_us
+            )) IN ('double', 'float'),
+            BROUND((
+              w.first_us
+            )),
+            ROUND((
+              w.first_us
+            ))
+          ) AS BIGINT)
+        ),
         'yyyy-MM-dd\'T\'HH:mm:ss.SSSSSS\'Z\''
       )
     ) AS first_seen,
     (
       DATE_FORMAT(
-        TIMESTAMP_MICROS(CAST(ROUND((
-          w.last_us
-        )) AS BIGINT)),
+        TIMESTAMP_MICROS(
+          CAST(IF(
+            TYPEOF((
+              w.last_us
+            )) IN ('double', 'float'),
+            BROUND((
+              w.last_us
+            )),
+            ROUND((
+              w.last_us
+            ))
+          ) AS BIGINT)
+        ),
         'yyyy-MM-dd\'T\'HH:mm:ss.SSSSSS\'Z\''
       )
     ) AS last_seen,
@@ -5178,15 +7100,14 @@ WITH late_rank AS (
         WHEN (
           CASE WHEN d.reordered THEN 'reordering' ELSE COALESCE(d.cause, w.cause) END
         ) = 'straggler'
-        THEN FORMAT_STRING(
-          'look at what rank %d does outside collectives on %s: its input pipeline (data loading), other processes competing for its CPUs or memory%s',
+        THEN IF(
           (
             d.rank
-          ),
-          (
+          ) IS NULL
+          OR (
             d.host
-          ),
-          CASE
+          ) IS NULL
+          OR CASE
             WHEN (
               SELECT
                 BOOL_OR(t.device = 'gpu') AS _col_0
@@ -5200,19 +7121,383 @@ WITH late_rank AS (
             )
             THEN ', its GPU\'s clocks and throttling (nvidia-smi -q -d PERFORMANCE)'
             ELSE ''
-          END
+          END IS NULL,
+          NULL,
+          FORMAT_STRING(
+            'look at what rank %d does outside collectives on %s: its input pipeline (data loading), other processes competing for its CPUs or memory%s',
+            (
+              d.rank
+            ),
+            (
+              d.host
+            ),
+            CASE
+              WHEN (
+                SELECT
+                  BOOL_OR(t.device = 'gpu') AS _col_0
+                FROM st_rank_trace AS t
+                WHERE
+                  t.host = (
+                    t.host
+                  ) AND t.rank = (
+                    t.rank
+                  )
+              )
+              THEN ', its GPU\'s clocks and throttling (nvidia-smi -q -d PERFORMANCE)'
+              ELSE ''
+            END
+          )
         )
         WHEN (
           CASE WHEN d.reordered THEN 'reordering' ELSE COALESCE(d.cause, w.cause) END
         ) = 'reordering'
-        THEN FORMAT_STRING(
-          'look for what reorders or delays packets %s: variable delay or jitter (tc -s qdisc: netem, shapers), packets of one flow spread over paths of different length (bonding or LAG in a per-packet mode, ECMP or adaptive routing in the switches), a link that fails over back and forth; then its error and drop counters, for the segments that were lost',
+        THEN IF(
           CASE
             WHEN (
               COALESCE(d.culprit, w.culprit)
             ) LIKE 'link %'
-            THEN FORMAT_STRING(
-              'between %s and %s',
+            THEN IF(
+              (
+                CASE
+                  WHEN (
+                    (
+                      COALESCE(d.culprit, w.culprit)
+                    )
+                  ) LIKE 'link %'
+                  THEN SPLIT(
+                    SUBSTRING((
+                      (
+                        COALESCE(d.culprit, w.culprit)
+                      )
+                    ), 6),
+                    CONCAT('\\Q', ' - ', '\\E')
+                  )
+                  ELSE ARRAY((
+                    (
+                      COALESCE(d.culprit, w.culprit)
+                    )
+                  ))
+                END
+              )[0] IS NULL
+              OR (
+                CASE
+                  WHEN (
+                    (
+                      COALESCE(d.culprit, w.culprit)
+                    )
+                  ) LIKE 'link %'
+                  THEN SPLIT(
+                    SUBSTRING((
+                      (
+                        COALESCE(d.culprit, w.culprit)
+                      )
+                    ), 6),
+                    CONCAT('\\Q', ' - ', '\\E')
+                  )
+                  ELSE ARRAY((
+                    (
+                      COALESCE(d.culprit, w.culprit)
+                    )
+                  ))
+                END
+              )[1] IS NULL,
+              NULL,
+              FORMAT_STRING(
+                'between %s and %s',
+                (
+                  CASE
+                    WHEN (
+                      (
+                        COALESCE(d.culprit, w.culprit)
+                      )
+                    ) LIKE 'link %'
+                    THEN SPLIT(
+                      SUBSTRING((
+                        (
+                          COALESCE(d.culprit, w.culprit)
+                        )
+                      ), 6),
+                      CONCAT('\\Q', ' - ', '\\E')
+                    )
+                    ELSE ARRAY((
+                      (
+                        COALESCE(d.culprit, w.culprit)
+                      )
+                    ))
+                  END
+                )[0],
+                (
+                  CASE
+                    WHEN (
+                      (
+                        COALESCE(d.culprit, w.culprit)
+                      )
+                    ) LIKE 'link %'
+                    THEN SPLIT(
+                      SUBSTRING((
+                        (
+                          COALESCE(d.culprit, w.culprit)
+                        )
+                      ), 6),
+                      CONCAT('\\Q', ' - ', '\\E')
+                    )
+                    ELSE ARRAY((
+                      (
+                        COALESCE(d.culprit, w.culprit)
+                      )
+                    ))
+                  END
+                )[1]
+              )
+            )
+            ELSE IF(
+              (
+                COALESCE(d.culprit, w.culprit)
+              ) IS NULL
+              OR (
+                COALESCE(
+                  (
+                    SELECT
+                      i.iface AS iface
+                    FROM st_node_iface AS i
+                    WHERE
+                      i.node = (
+                        (
+                          COALESCE(d.culprit, w.culprit)
+                        )
+                      )
+                  ),
+                  '<interface>'
+                )
+              ) IS NULL,
+              NULL,
+              FORMAT_STRING(
+                'on %s\'s link (%s)',
+                (
+                  COALESCE(d.culprit, w.culprit)
+                ),
+                (
+                  COALESCE(
+                    (
+                      SELECT
+                        i.iface AS iface
+                      FROM st_node_iface AS i
+                      WHERE
+                        i.node = (
+                          (
+                            COALESCE(d.culprit, w.culprit)
+                          )
+                        )
+                    ),
+                    '<interface>'
+                  )
+                )
+              )
+            )
+          END IS NULL,
+          NULL,
+          FORMAT_STRING(
+            'look for what reorders or delays packets %s: variable delay or jitter (tc -s qdisc: netem, shapers), packets of one flow spread over paths of different length (bonding or LAG in a per-packet mode, ECMP or adaptive routing in the switches), a link that fails over back and forth; then its error and drop counters, for the segments that were lost',
+            CASE
+              WHEN (
+                COALESCE(d.culprit, w.culprit)
+              ) LIKE 'link %'
+              THEN IF(
+                (
+                  CASE
+                    WHEN (
+                      (
+                        COALESCE(d.culprit, w.culprit)
+                      )
+                    ) LIKE 'link %'
+                    THEN SPLIT(
+                      SUBSTRING((
+                        (
+                          COALESCE(d.culprit, w.culprit)
+                        )
+                      ), 6),
+                      CONCAT('\\Q', ' - ', '\\E')
+                    )
+                    ELSE ARRAY((
+                      (
+                        COALESCE(d.culprit, w.culprit)
+                      )
+                    ))
+                  END
+                )[0] IS NULL
+                OR (
+                  CASE
+                    WHEN (
+                      (
+                        COALESCE(d.culprit, w.culprit)
+                      )
+                    ) LIKE 'link %'
+                    THEN SPLIT(
+                      SUBSTRING((
+                        (
+                          COALESCE(d.culprit, w.culprit)
+                        )
+                      ), 6),
+                      CONCAT('\\Q', ' - ', '\\E')
+                    )
+                    ELSE ARRAY((
+                      (
+                        COALESCE(d.culprit, w.culprit)
+                      )
+                    ))
+                  END
+                )[1] IS NULL,
+                NULL,
+                FORMAT_STRING(
+                  'between %s and %s',
+                  (
+                    CASE
+                      WHEN (
+                        (
+                          COALESCE(d.culprit, w.culprit)
+                        )
+                      ) LIKE 'link %'
+                      THEN SPLIT(
+                        SUBSTRING((
+                          (
+                            COALESCE(d.culprit, w.culprit)
+                          )
+                        ), 6),
+                        CONCAT('\\Q', ' - ', '\\E')
+                      )
+                      ELSE ARRAY((
+                        (
+                          COALESCE(d.culprit, w.culprit)
+                        )
+                      ))
+                    END
+                  )[0],
+                  (
+                    CASE
+                      WHEN (
+                        (
+                          COALESCE(d.culprit, w.culprit)
+                        )
+                      ) LIKE 'link %'
+                      THEN SPLIT(
+                        SUBSTRING((
+                          (
+                            COALESCE(d.culprit, w.culprit)
+                          )
+                        ), 6),
+                        CONCAT('\\Q', ' - ', '\\E')
+                      )
+                      ELSE ARRAY((
+                        (
+                          COALESCE(d.culprit, w.culprit)
+                        )
+                      ))
+                    END
+                  )[1]
+                )
+              )
+              ELSE IF(
+                (
+                  COALESCE(d.culprit, w.culprit)
+                ) IS NULL
+                OR (
+                  COALESCE(
+                    (
+                      SELECT
+                        i.iface AS iface
+                      FROM st_node_iface AS i
+                      WHERE
+                        i.node = (
+                          (
+                            COALESCE(d.culprit, w.culprit)
+                          )
+                        )
+                    ),
+                    '<interface>'
+                  )
+                ) IS NULL,
+                NULL,
+                FORMAT_STRING(
+                  'on %s\'s link (%s)',
+                  (
+                    COALESCE(d.culprit, w.culprit)
+                  ),
+                  (
+                    COALESCE(
+                      (
+                        SELECT
+                          i.iface AS iface
+                        FROM st_node_iface AS i
+                        WHERE
+                          i.node = (
+                            (
+                              COALESCE(d.culprit, w.culprit)
+                            )
+                          )
+                      ),
+                      '<interface>'
+                    )
+                  )
+                )
+              )
+            END
+          )
+        )
+        WHEN (
+          COALESCE(d.culprit, w.culprit)
+        ) LIKE 'link %'
+        THEN CASE (
+            CASE WHEN d.reordered THEN 'reordering' ELSE COALESCE(d.cause, w.cause) END
+          )
+          WHEN 'network'
+          THEN IF(
+            (
+              CASE
+                WHEN (
+                  (
+                    COALESCE(d.culprit, w.culprit)
+                  )
+                ) LIKE 'link %'
+                THEN SPLIT(
+                  SUBSTRING((
+                    (
+                      COALESCE(d.culprit, w.culprit)
+                    )
+                  ), 6),
+                  CONCAT('\\Q', ' - ', '\\E')
+                )
+                ELSE ARRAY((
+                  (
+                    COALESCE(d.culprit, w.culprit)
+                  )
+                ))
+              END
+            )[0] IS NULL
+            OR (
+              CASE
+                WHEN (
+                  (
+                    COALESCE(d.culprit, w.culprit)
+                  )
+                ) LIKE 'link %'
+                THEN SPLIT(
+                  SUBSTRING((
+                    (
+                      COALESCE(d.culprit, w.culprit)
+                    )
+                  ), 6),
+                  CONCAT('\\Q', ' - ', '\\E')
+                )
+                ELSE ARRAY((
+                  (
+                    COALESCE(d.culprit, w.culprit)
+                  )
+                ))
+              END
+            )[1] IS NULL,
+            NULL,
+            FORMAT_STRING(
+              'look for packet loss between %s and %s: both NICs\' error and drop counters (ethtool -S), the switch ports, cables or optics between them',
               (
                 CASE
                   WHEN (
@@ -5258,141 +7543,110 @@ WITH late_rank AS (
                 END
               )[1]
             )
-            ELSE FORMAT_STRING(
-              'on %s\'s link (%s)',
-              (
-                COALESCE(d.culprit, w.culprit)
-              ),
-              (
-                COALESCE(
+          )
+          ELSE IF(
+            (
+              CASE
+                WHEN (
                   (
-                    SELECT
-                      i.iface AS iface
-                    FROM st_node_iface AS i
-                    WHERE
-                      i.node = (
-                        (
-                          COALESCE(d.culprit, w.culprit)
-                        )
+                    COALESCE(d.culprit, w.culprit)
+                  )
+                ) LIKE 'link %'
+                THEN SPLIT(
+                  SUBSTRING((
+                    (
+                      COALESCE(d.culprit, w.culprit)
+                    )
+                  ), 6),
+                  CONCAT('\\Q', ' - ', '\\E')
+                )
+                ELSE ARRAY((
+                  (
+                    COALESCE(d.culprit, w.culprit)
+                  )
+                ))
+              END
+            )[0] IS NULL
+            OR (
+              CASE
+                WHEN (
+                  (
+                    COALESCE(d.culprit, w.culprit)
+                  )
+                ) LIKE 'link %'
+                THEN SPLIT(
+                  SUBSTRING((
+                    (
+                      COALESCE(d.culprit, w.culprit)
+                    )
+                  ), 6),
+                  CONCAT('\\Q', ' - ', '\\E')
+                )
+                ELSE ARRAY((
+                  (
+                    COALESCE(d.culprit, w.culprit)
+                  )
+                ))
+              END
+            )[1] IS NULL,
+            NULL,
+            FORMAT_STRING(
+              'look at the path between %s and %s: the speed both NICs negotiated (ethtool), shaping, policing or added delay (tc -s qdisc), other traffic on the switch ports between them, its round trip against the other paths\' (ping)',
+              (
+                CASE
+                  WHEN (
+                    (
+                      COALESCE(d.culprit, w.culprit)
+                    )
+                  ) LIKE 'link %'
+                  THEN SPLIT(
+                    SUBSTRING((
+                      (
+                        COALESCE(d.culprit, w.culprit)
                       )
-                  ),
-                  '<interface>'
-                )
-              )
+                    ), 6),
+                    CONCAT('\\Q', ' - ', '\\E')
+                  )
+                  ELSE ARRAY((
+                    (
+                      COALESCE(d.culprit, w.culprit)
+                    )
+                  ))
+                END
+              )[0],
+              (
+                CASE
+                  WHEN (
+                    (
+                      COALESCE(d.culprit, w.culprit)
+                    )
+                  ) LIKE 'link %'
+                  THEN SPLIT(
+                    SUBSTRING((
+                      (
+                        COALESCE(d.culprit, w.culprit)
+                      )
+                    ), 6),
+                    CONCAT('\\Q', ' - ', '\\E')
+                  )
+                  ELSE ARRAY((
+                    (
+                      COALESCE(d.culprit, w.culprit)
+                    )
+                  ))
+                END
+              )[1]
             )
-          END
-        )
-        WHEN (
-          COALESCE(d.culprit, w.culprit)
-        ) LIKE 'link %'
-        THEN CASE (
-            CASE WHEN d.reordered THEN 'reordering' ELSE COALESCE(d.cause, w.cause) END
-          )
-          WHEN 'network'
-          THEN FORMAT_STRING(
-            'look for packet loss between %s and %s: both NICs\' error and drop counters (ethtool -S), the switch ports, cables or optics between them',
-            (
-              CASE
-                WHEN (
-                  (
-                    COALESCE(d.culprit, w.culprit)
-                  )
-                ) LIKE 'link %'
-                THEN SPLIT(
-                  SUBSTRING((
-                    (
-                      COALESCE(d.culprit, w.culprit)
-                    )
-                  ), 6),
-                  CONCAT('\\Q', ' - ', '\\E')
-                )
-                ELSE ARRAY((
-                  (
-                    COALESCE(d.culprit, w.culprit)
-                  )
-                ))
-              END
-            )[0],
-            (
-              CASE
-                WHEN (
-                  (
-                    COALESCE(d.culprit, w.culprit)
-                  )
-                ) LIKE 'link %'
-                THEN SPLIT(
-                  SUBSTRING((
-                    (
-                      COALESCE(d.culprit, w.culprit)
-                    )
-                  ), 6),
-                  CONCAT('\\Q', ' - ', '\\E')
-                )
-                ELSE ARRAY((
-                  (
-                    COALESCE(d.culprit, w.culprit)
-                  )
-                ))
-              END
-            )[1]
-          )
-          ELSE FORMAT_STRING(
-            'look at the path between %s and %s: the speed both NICs negotiated (ethtool), shaping, policing or added delay (tc -s qdisc), other traffic on the switch ports between them, its round trip against the other paths\' (ping)',
-            (
-              CASE
-                WHEN (
-                  (
-                    COALESCE(d.culprit, w.culprit)
-                  )
-                ) LIKE 'link %'
-                THEN SPLIT(
-                  SUBSTRING((
-                    (
-                      COALESCE(d.culprit, w.culprit)
-                    )
-                  ), 6),
-                  CONCAT('\\Q', ' - ', '\\E')
-                )
-                ELSE ARRAY((
-                  (
-                    COALESCE(d.culprit, w.culprit)
-                  )
-                ))
-              END
-            )[0],
-            (
-              CASE
-                WHEN (
-                  (
-                    COALESCE(d.culprit, w.culprit)
-                  )
-                ) LIKE 'link %'
-                THEN SPLIT(
-                  SUBSTRING((
-                    (
-                      COALESCE(d.culprit, w.culprit)
-                    )
-                  ), 6),
-                  CONCAT('\\Q', ' - ', '\\E')
-                )
-                ELSE ARRAY((
-                  (
-                    COALESCE(d.culprit, w.culprit)
-                  )
-                ))
-              END
-            )[1]
           )
         END
         WHEN (
           CASE WHEN d.reordered THEN 'reordering' ELSE COALESCE(d.cause, w.cause) END
         ) = 'network'
-        THEN FORMAT_STRING(
-          'look for packet loss on %s\'s link: its NIC\'s error and drop counters (ethtool -S %s on %s), the switch port\'s error and discard counters, the cable or optic',
+        THEN IF(
           (
             COALESCE(d.culprit, w.culprit)
-          ),
-          (
+          ) IS NULL
+          OR (
             COALESCE(
               (
                 SELECT
@@ -5407,17 +7661,42 @@ WITH late_rank AS (
               ),
               '<interface>'
             )
-          ),
-          (
+          ) IS NULL
+          OR (
             COALESCE(d.culprit, w.culprit)
+          ) IS NULL,
+          NULL,
+          FORMAT_STRING(
+            'look for packet loss on %s\'s link: its NIC\'s error and drop counters (ethtool -S %s on %s), the switch port\'s error and discard counters, the cable or optic',
+            (
+              COALESCE(d.culprit, w.culprit)
+            ),
+            (
+              COALESCE(
+                (
+                  SELECT
+                    i.iface AS iface
+                  FROM st_node_iface AS i
+                  WHERE
+                    i.node = (
+                      (
+                        COALESCE(d.culprit, w.culprit)
+                      )
+                    )
+                ),
+                '<interface>'
+              )
+            ),
+            (
+              COALESCE(d.culprit, w.culprit)
+            )
           )
         )
-        ELSE FORMAT_STRING(
-          'look at %s\'s link: the speed it negotiated (ethtool %s on %s), shaping, policing or added delay on it (tc -s qdisc show dev %s), other traffic on its switch port, its round trip to the other nodes against theirs (ping)',
+        ELSE IF(
           (
             COALESCE(d.culprit, w.culprit)
-          ),
-          (
+          ) IS NULL
+          OR (
             COALESCE(
               (
                 SELECT
@@ -5432,11 +7711,11 @@ WITH late_rank AS (
               ),
               '<interface>'
             )
-          ),
-          (
+          ) IS NULL
+          OR (
             COALESCE(d.culprit, w.culprit)
-          ),
-          (
+          ) IS NULL
+          OR (
             COALESCE(
               (
                 SELECT
@@ -5450,6 +7729,48 @@ WITH late_rank AS (
                   )
               ),
               '<interface>'
+            )
+          ) IS NULL,
+          NULL,
+          FORMAT_STRING(
+            'look at %s\'s link: the speed it negotiated (ethtool %s on %s), shaping, policing or added delay on it (tc -s qdisc show dev %s), other traffic on its switch port, its round trip to the other nodes against theirs (ping)',
+            (
+              COALESCE(d.culprit, w.culprit)
+            ),
+            (
+              COALESCE(
+                (
+                  SELECT
+                    i.iface AS iface
+                  FROM st_node_iface AS i
+                  WHERE
+                    i.node = (
+                      (
+                        COALESCE(d.culprit, w.culprit)
+                      )
+                    )
+                ),
+                '<interface>'
+              )
+            ),
+            (
+              COALESCE(d.culprit, w.culprit)
+            ),
+            (
+              COALESCE(
+                (
+                  SELECT
+                    i.iface AS iface
+                  FROM st_node_iface AS i
+                  WHERE
+                    i.node = (
+                      (
+                        COALESCE(d.culprit, w.culprit)
+                      )
+                    )
+                ),
+                '<interface>'
+              )
             )
           )
         )
@@ -5486,16 +7807,31 @@ WITH late_rank AS (
       x.spurious_share AS spurious_share,
       CASE
         WHEN st_slowdown.priced_by = 'step_time'
-        THEN FORMAT_STRING(
-          ': %d training steps took %s ms on average instead of a healthy %s ms%s',
-          st_slowdown.impaired_iterations,
-          FORMAT_NUMBER(st_slowdown.mean_step_ms, '0'),
-          FORMAT_NUMBER(st_slowdown.healthy_step_ms, '0'),
-          CASE
+        THEN IF(
+          st_slowdown.impaired_iterations IS NULL
+          OR st_slowdown.mean_step_ms IS NULL
+          OR st_slowdown.healthy_step_ms IS NULL
+          OR CASE
             WHEN st_slowdown.healthy_from = 'baseline'
             THEN ' (the baseline run\'s)'
             ELSE ''
-          END
+          END IS NULL,
+          NULL,
+          FORMAT_STRING(
+            ': %d training steps took %s ms on average instead of a healthy %s ms%s',
+            st_slowdown.impaired_iterations,
+            FORMAT_NUMBER(st_slowdown.mean_step_ms, IF((
+              0
+            ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+            FORMAT_NUMBER(st_slowdown.healthy_step_ms, IF((
+              0
+            ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+            CASE
+              WHEN st_slowdown.healthy_from = 'baseline'
+              THEN ' (the baseline run\'s)'
+              ELSE ''
+            END
+          )
         )
         WHEN st_slowdown.priced_by = 'own_time'
         THEN ' (its extra work per step: no healthy step to compare with; --baseline prices it by step time)'
@@ -5504,8 +7840,7 @@ WITH late_rank AS (
       COALESCE(
         (
           SELECT
-            FORMAT_STRING(
-              '; its slowest flow delivered %s, the other flows %s (median)',
+            IF(
               (
                 CASE
                   WHEN (
@@ -5515,15 +7850,37 @@ WITH late_rank AS (
                   WHEN (
                     d.slowest_bps
                   ) >= 1e9
-                  THEN FORMAT_STRING('%s Gbit/s', FORMAT_NUMBER((
-                    d.slowest_bps
-                  ) / 1e9, '0.0'))
-                  ELSE FORMAT_STRING('%s Mbit/s', FORMAT_NUMBER((
-                    d.slowest_bps
-                  ) / 1e6, '0'))
+                  THEN IF(
+                    (
+                      d.slowest_bps
+                    ) / 1e9 IS NULL,
+                    NULL,
+                    FORMAT_STRING(
+                      '%s Gbit/s',
+                      FORMAT_NUMBER((
+                        d.slowest_bps
+                      ) / 1e9, IF((
+                        1
+                      ) > 0, CONCAT('0.', REPEAT('0', 1)), '0'))
+                    )
+                  )
+                  ELSE IF(
+                    (
+                      d.slowest_bps
+                    ) / 1e6 IS NULL,
+                    NULL,
+                    FORMAT_STRING(
+                      '%s Mbit/s',
+                      FORMAT_NUMBER((
+                        d.slowest_bps
+                      ) / 1e6, IF((
+                        0
+                      ) > 0, CONCAT('0.', REPEAT('0', 0)), '0'))
+                    )
+                  )
                 END
-              ),
-              (
+              ) IS NULL
+              OR (
                 CASE
                   WHEN (
                     d.others_bps
@@ -5532,13 +7889,117 @@ WITH late_rank AS (
                   WHEN (
                     d.others_bps
                   ) >= 1e9
-                  THEN FORMAT_STRING('%s Gbit/s', FORMAT_NUMBER((
-                    d.others_bps
-                  ) / 1e9, '0.0'))
-                  ELSE FORMAT_STRING('%s Mbit/s', FORMAT_NUMBER((
-                    d.others_bps
-                  ) / 1e6, '0'))
+                  THEN IF(
+                    (
+                      d.others_bps
+                    ) / 1e9 IS NULL,
+                    NULL,
+                    FORMAT_STRING(
+                      '%s Gbit/s',
+                      FORMAT_NUMBER((
+                        d.others_bps
+                      ) / 1e9, IF((
+                        1
+                      ) > 0, CONCAT('0.', REPEAT('0', 1)), '0'))
+                    )
+                  )
+                  ELSE IF(
+                    (
+                      d.others_bps
+                    ) / 1e6 IS NULL,
+                    NULL,
+                    FORMAT_STRING(
+                      '%s Mbit/s',
+                      FORMAT_NUMBER((
+                        d.others_bps
+                      ) / 1e6, IF((
+                        0
+                      ) > 0, CONCAT('0.', REPEAT('0', 0)), '0'))
+                    )
+                  )
                 END
+              ) IS NULL,
+              NULL,
+              FORMAT_STRING(
+                '; its slowest flow delivered %s, the other flows %s (median)',
+                (
+                  CASE
+                    WHEN (
+                      d.slowest_bps
+                    ) IS NULL
+                    THEN '?'
+                    WHEN (
+                      d.slowest_bps
+                    ) >= 1e9
+                    THEN IF(
+                      (
+                        d.slowest_bps
+                      ) / 1e9 IS NULL,
+                      NULL,
+                      FORMAT_STRING(
+                        '%s Gbit/s',
+                        FORMAT_NUMBER((
+                          d.slowest_bps
+                        ) / 1e9, IF((
+                          1
+                        ) > 0, CONCAT('0.', REPEAT('0', 1)), '0'))
+                      )
+                    )
+                    ELSE IF(
+                      (
+                        d.slowest_bps
+                      ) / 1e6 IS NULL,
+                      NULL,
+                      FORMAT_STRING(
+                        '%s Mbit/s',
+                        FORMAT_NUMBER((
+                          d.slowest_bps
+                        ) / 1e6, IF((
+                          0
+                        ) > 0, CONCAT('0.', REPEAT('0', 0)), '0'))
+                      )
+                    )
+                  END
+                ),
+                (
+                  CASE
+                    WHEN (
+                      d.others_bps
+                    ) IS NULL
+                    THEN '?'
+                    WHEN (
+                      d.others_bps
+                    ) >= 1e9
+                    THEN IF(
+                      (
+                        d.others_bps
+                      ) / 1e9 IS NULL,
+                      NULL,
+                      FORMAT_STRING(
+                        '%s Gbit/s',
+                        FORMAT_NUMBER((
+                          d.others_bps
+                        ) / 1e9, IF((
+                          1
+                        ) > 0, CONCAT('0.', REPEAT('0', 1)), '0'))
+                      )
+                    )
+                    ELSE IF(
+                      (
+                        d.others_bps
+                      ) / 1e6 IS NULL,
+                      NULL,
+                      FORMAT_STRING(
+                        '%s Mbit/s',
+                        FORMAT_NUMBER((
+                          d.others_bps
+                        ) / 1e6, IF((
+                          0
+                        ) > 0, CONCAT('0.', REPEAT('0', 0)), '0'))
+                      )
+                    )
+                  END
+                )
               )
             ) AS _col_0
           FROM st_culprit_delivery AS d
@@ -5587,45 +8048,103 @@ WITH late_rank AS (
     k.time_lost_s AS time_lost_s,
     CASE
       WHEN k.time_lost_s IS NULL
-      THEN FORMAT_STRING(
-        '%s: its links queued packets above the fleet\'s usual in %d of %d %s steps (%d RTT samples)%s, slowing them evenly from the first traced step: a slow, congested or delayed link (a rate limit, a lower link speed, a busy port, added latency) that every rank waits for; time lost not estimated: too few steps ran without it (analyze --baseline RUN prices it against a run without it)',
-        q.culprit,
-        q.queued_steps,
-        q.steps,
-        q.collectives,
-        q.queued_samples,
-        dl.delivery
+      THEN IF(
+        q.culprit IS NULL
+        OR q.queued_steps IS NULL
+        OR q.steps IS NULL
+        OR q.collectives IS NULL
+        OR q.queued_samples IS NULL
+        OR dl.delivery IS NULL,
+        NULL,
+        FORMAT_STRING(
+          '%s: its links queued packets above the fleet\'s usual in %d of %d %s steps (%d RTT samples)%s, slowing them evenly from the first traced step: a slow, congested or delayed link (a rate limit, a lower link speed, a busy port, added latency) that every rank waits for; time lost not estimated: too few steps ran without it (analyze --baseline RUN prices it against a run without it)',
+          q.culprit,
+          q.queued_steps,
+          q.steps,
+          q.collectives,
+          q.queued_samples,
+          dl.delivery
+        )
       )
-      ELSE FORMAT_STRING(
-        '%s: the job lost %s s (%s%% of %s s traced): %d training steps took %s ms on average instead of a healthy %s ms%s, while its links queued packets above the fleet\'s usual in %d of %d %s steps (%d RTT samples)%s: a slow, congested or delayed link (a rate limit, a lower link speed, a busy port, added latency) that every rank waits for',
-        q.culprit,
-        FORMAT_NUMBER(k.time_lost_s, '0.0'),
-        FORMAT_NUMBER(100 * k.time_lost_s / NULLIF(j.traced_s, 0), '0'),
-        FORMAT_NUMBER(j.traced_s, '0'),
-        k.impaired_iterations,
-        FORMAT_NUMBER(k.mean_step_ms, '0'),
-        FORMAT_NUMBER(k.healthy_step_ms, '0'),
-        CASE WHEN k.healthy_from = 'baseline' THEN ' (the baseline run\'s)' ELSE '' END,
-        q.queued_steps,
-        q.steps,
-        q.collectives,
-        q.queued_samples,
-        dl.delivery
+      ELSE IF(
+        q.culprit IS NULL
+        OR k.time_lost_s IS NULL
+        OR 100 * k.time_lost_s / NULLIF(j.traced_s, 0) IS NULL
+        OR j.traced_s IS NULL
+        OR k.impaired_iterations IS NULL
+        OR k.mean_step_ms IS NULL
+        OR k.healthy_step_ms IS NULL
+        OR CASE WHEN k.healthy_from = 'baseline' THEN ' (the baseline run\'s)' ELSE '' END IS NULL
+        OR q.queued_steps IS NULL
+        OR q.steps IS NULL
+        OR q.collectives IS NULL
+        OR q.queued_samples IS NULL
+        OR dl.delivery IS NULL,
+        NULL,
+        FORMAT_STRING(
+          '%s: the job lost %s s (%s%% of %s s traced): %d training steps took %s ms on average instead of a healthy %s ms%s, while its links queued packets above the fleet\'s usual in %d of %d %s steps (%d RTT samples)%s: a slow, congested or delayed link (a rate limit, a lower link speed, a busy port, added latency) that every rank waits for',
+          q.culprit,
+          FORMAT_NUMBER(k.time_lost_s, IF((
+            1
+          ) > 0, CONCAT('0.', REPEAT('0', 1)), '0')),
+          FORMAT_NUMBER(
+            100 * k.time_lost_s / NULLIF(j.traced_s, 0),
+            IF((
+              0
+            ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')
+          ),
+          FORMAT_NUMBER(j.traced_s, IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+          k.impaired_iterations,
+          FORMAT_NUMBER(k.mean_step_ms, IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+          FORMAT_NUMBER(k.healthy_step_ms, IF((
+            0
+          ) > 0, CONCAT('0.', REPEAT('0', 0)), '0')),
+          CASE WHEN k.healthy_from = 'baseline' THEN ' (the baseline run\'s)' ELSE '' END,
+          q.queued_steps,
+          q.steps,
+          q.collectives,
+          q.queued_samples,
+          dl.delivery
+        )
       )
     END AS summary,
     (
       DATE_FORMAT(
-        TIMESTAMP_MICROS(CAST(ROUND((
-          w.first_us
-        )) AS BIGINT)),
+        TIMESTAMP_MICROS(
+          CAST(IF(
+            TYPEOF((
+              w.first_us
+            )) IN ('double', 'float'),
+            BROUND((
+              w.first_us
+            )),
+            ROUND((
+              w.first_us
+            ))
+          ) AS BIGINT)
+        ),
         'yyyy-MM-dd\'T\'HH:mm:ss.SSSSSS\'Z\''
       )
     ) AS first_seen,
     (
       DATE_FORMAT(
-        TIMESTAMP_MICROS(CAST(ROUND((
-          w.last_us
-        )) AS BIGINT)),
+        TIMESTAMP_MICROS(
+          CAST(IF(
+            TYPEOF((
+              w.last_us
+            )) IN ('double', 'float'),
+            BROUND((
+              w.last_us
+            )),
+            ROUND((
+              w.last_us
+            ))
+          ) AS BIGINT)
+        ),
         'yyyy-MM-dd\'T\'HH:mm:ss.SSSSSS\'Z\''
       )
     ) AS last_seen,
@@ -5636,15 +8155,14 @@ WITH late_rank AS (
         WHEN (
           'queueing'
         ) = 'straggler'
-        THEN FORMAT_STRING(
-          'look at what rank %d does outside collectives on %s: its input pipeline (data loading), other processes competing for its CPUs or memory%s',
+        THEN IF(
           (
             NULL
-          ),
-          (
+          ) IS NULL
+          OR (
             q.host
-          ),
-          CASE
+          ) IS NULL
+          OR CASE
             WHEN (
               SELECT
                 BOOL_OR(t.device = 'gpu') AS _col_0
@@ -5658,19 +8176,353 @@ WITH late_rank AS (
             )
             THEN ', its GPU\'s clocks and throttling (nvidia-smi -q -d PERFORMANCE)'
             ELSE ''
-          END
+          END IS NULL,
+          NULL,
+          FORMAT_STRING(
+            'look at what rank %d does outside collectives on %s: its input pipeline (data loading), other processes competing for its CPUs or memory%s',
+            (
+              NULL
+            ),
+            (
+              q.host
+            ),
+            CASE
+              WHEN (
+                SELECT
+                  BOOL_OR(t.device = 'gpu') AS _col_0
+                FROM st_rank_trace AS t
+                WHERE
+                  t.host = (
+                    q.host
+                  ) AND t.rank = (
+                    NULL
+                  )
+              )
+              THEN ', its GPU\'s clocks and throttling (nvidia-smi -q -d PERFORMANCE)'
+              ELSE ''
+            END
+          )
         )
         WHEN (
           'queueing'
         ) = 'reordering'
-        THEN FORMAT_STRING(
-          'look for what reorders or delays packets %s: variable delay or jitter (tc -s qdisc: netem, shapers), packets of one flow spread over paths of different length (bonding or LAG in a per-packet mode, ECMP or adaptive routing in the switches), a link that fails over back and forth; then its error and drop counters, for the segments that were lost',
+        THEN IF(
           CASE
             WHEN (
               q.culprit
             ) LIKE 'link %'
-            THEN FORMAT_STRING(
-              'between %s and %s',
+            THEN IF(
+              (
+                CASE
+                  WHEN (
+                    (
+                      q.culprit
+                    )
+                  ) LIKE 'link %'
+                  THEN SPLIT(SUBSTRING((
+                    (
+                      q.culprit
+                    )
+                  ), 6), CONCAT('\\Q', ' - ', '\\E'))
+                  ELSE ARRAY((
+                    (
+                      q.culprit
+                    )
+                  ))
+                END
+              )[0] IS NULL
+              OR (
+                CASE
+                  WHEN (
+                    (
+                      q.culprit
+                    )
+                  ) LIKE 'link %'
+                  THEN SPLIT(SUBSTRING((
+                    (
+                      q.culprit
+                    )
+                  ), 6), CONCAT('\\Q', ' - ', '\\E'))
+                  ELSE ARRAY((
+                    (
+                      q.culprit
+                    )
+                  ))
+                END
+              )[1] IS NULL,
+              NULL,
+              FORMAT_STRING(
+                'between %s and %s',
+                (
+                  CASE
+                    WHEN (
+                      (
+                        q.culprit
+                      )
+                    ) LIKE 'link %'
+                    THEN SPLIT(SUBSTRING((
+                      (
+                        q.culprit
+                      )
+                    ), 6), CONCAT('\\Q', ' - ', '\\E'))
+                    ELSE ARRAY((
+                      (
+                        q.culprit
+                      )
+                    ))
+                  END
+                )[0],
+                (
+                  CASE
+                    WHEN (
+                      (
+                        q.culprit
+                      )
+                    ) LIKE 'link %'
+                    THEN SPLIT(SUBSTRING((
+                      (
+                        q.culprit
+                      )
+                    ), 6), CONCAT('\\Q', ' - ', '\\E'))
+                    ELSE ARRAY((
+                      (
+                        q.culprit
+                      )
+                    ))
+                  END
+                )[1]
+              )
+            )
+            ELSE IF(
+              (
+                q.culprit
+              ) IS NULL
+              OR (
+                COALESCE(
+                  (
+                    SELECT
+                      i.iface AS iface
+                    FROM st_node_iface AS i
+                    WHERE
+                      i.node = (
+                        (
+                          q.culprit
+                        )
+                      )
+                  ),
+                  '<interface>'
+                )
+              ) IS NULL,
+              NULL,
+              FORMAT_STRING(
+                'on %s\'s link (%s)',
+                (
+                  q.culprit
+                ),
+                (
+                  COALESCE(
+                    (
+                      SELECT
+                        i.iface AS iface
+                      FROM st_node_iface AS i
+                      WHERE
+                        i.node = (
+                          (
+                            q.culprit
+                          )
+                        )
+                    ),
+                    '<interface>'
+                  )
+                )
+              )
+            )
+          END IS NULL,
+          NULL,
+          FORMAT_STRING(
+            'look for what reorders or delays packets %s: variable delay or jitter (tc -s qdisc: netem, shapers), packets of one flow spread over paths of different length (bonding or LAG in a per-packet mode, ECMP or adaptive routing in the switches), a link that fails over back and forth; then its error and drop counters, for the segments that were lost',
+            CASE
+              WHEN (
+                q.culprit
+              ) LIKE 'link %'
+              THEN IF(
+                (
+                  CASE
+                    WHEN (
+                      (
+                        q.culprit
+                      )
+                    ) LIKE 'link %'
+                    THEN SPLIT(SUBSTRING((
+                      (
+                        q.culprit
+                      )
+                    ), 6), CONCAT('\\Q', ' - ', '\\E'))
+                    ELSE ARRAY((
+                      (
+                        q.culprit
+                      )
+                    ))
+                  END
+                )[0] IS NULL
+                OR (
+                  CASE
+                    WHEN (
+                      (
+                        q.culprit
+                      )
+                    ) LIKE 'link %'
+                    THEN SPLIT(SUBSTRING((
+                      (
+                        q.culprit
+                      )
+                    ), 6), CONCAT('\\Q', ' - ', '\\E'))
+                    ELSE ARRAY((
+                      (
+                        q.culprit
+                      )
+                    ))
+                  END
+                )[1] IS NULL,
+                NULL,
+                FORMAT_STRING(
+                  'between %s and %s',
+                  (
+                    CASE
+                      WHEN (
+                        (
+                          q.culprit
+                        )
+                      ) LIKE 'link %'
+                      THEN SPLIT(SUBSTRING((
+                        (
+                          q.culprit
+                        )
+                      ), 6), CONCAT('\\Q', ' - ', '\\E'))
+                      ELSE ARRAY((
+                        (
+                          q.culprit
+                        )
+                      ))
+                    END
+                  )[0],
+                  (
+                    CASE
+                      WHEN (
+                        (
+                          q.culprit
+                        )
+                      ) LIKE 'link %'
+                      THEN SPLIT(SUBSTRING((
+                        (
+                          q.culprit
+                        )
+                      ), 6), CONCAT('\\Q', ' - ', '\\E'))
+                      ELSE ARRAY((
+                        (
+                          q.culprit
+                        )
+                      ))
+                    END
+                  )[1]
+                )
+              )
+              ELSE IF(
+                (
+                  q.culprit
+                ) IS NULL
+                OR (
+                  COALESCE(
+                    (
+                      SELECT
+                        i.iface AS iface
+                      FROM st_node_iface AS i
+                      WHERE
+                        i.node = (
+                          (
+                            q.culprit
+                          )
+                        )
+                    ),
+                    '<interface>'
+                  )
+                ) IS NULL,
+                NULL,
+                FORMAT_STRING(
+                  'on %s\'s link (%s)',
+                  (
+                    q.culprit
+                  ),
+                  (
+                    COALESCE(
+                      (
+                        SELECT
+                          i.iface AS iface
+                        FROM st_node_iface AS i
+                        WHERE
+                          i.node = (
+                            (
+                              q.culprit
+                            )
+                          )
+                      ),
+                      '<interface>'
+                    )
+                  )
+                )
+              )
+            END
+          )
+        )
+        WHEN (
+          q.culprit
+        ) LIKE 'link %'
+        THEN CASE (
+            'queueing'
+          )
+          WHEN 'network'
+          THEN IF(
+            (
+              CASE
+                WHEN (
+                  (
+                    q.culprit
+                  )
+                ) LIKE 'link %'
+                THEN SPLIT(SUBSTRING((
+                  (
+                    q.culprit
+                  )
+                ), 6), CONCAT('\\Q', ' - ', '\\E'))
+                ELSE ARRAY((
+                  (
+                    q.culprit
+                  )
+                ))
+              END
+            )[0] IS NULL
+            OR (
+              CASE
+                WHEN (
+                  (
+                    q.culprit
+                  )
+                ) LIKE 'link %'
+                THEN SPLIT(SUBSTRING((
+                  (
+                    q.culprit
+                  )
+                ), 6), CONCAT('\\Q', ' - ', '\\E'))
+                ELSE ARRAY((
+                  (
+                    q.culprit
+                  )
+                ))
+              END
+            )[1] IS NULL,
+            NULL,
+            FORMAT_STRING(
+              'look for packet loss between %s and %s: both NICs\' error and drop counters (ethtool -S), the switch ports, cables or optics between them',
               (
                 CASE
                   WHEN (
@@ -5710,129 +8562,98 @@ WITH late_rank AS (
                 END
               )[1]
             )
-            ELSE FORMAT_STRING(
-              'on %s\'s link (%s)',
-              (
-                q.culprit
-              ),
-              (
-                COALESCE(
+          )
+          ELSE IF(
+            (
+              CASE
+                WHEN (
                   (
-                    SELECT
-                      i.iface AS iface
-                    FROM st_node_iface AS i
-                    WHERE
-                      i.node = (
-                        (
-                          q.culprit
-                        )
-                      )
-                  ),
-                  '<interface>'
-                )
-              )
+                    q.culprit
+                  )
+                ) LIKE 'link %'
+                THEN SPLIT(SUBSTRING((
+                  (
+                    q.culprit
+                  )
+                ), 6), CONCAT('\\Q', ' - ', '\\E'))
+                ELSE ARRAY((
+                  (
+                    q.culprit
+                  )
+                ))
+              END
+            )[0] IS NULL
+            OR (
+              CASE
+                WHEN (
+                  (
+                    q.culprit
+                  )
+                ) LIKE 'link %'
+                THEN SPLIT(SUBSTRING((
+                  (
+                    q.culprit
+                  )
+                ), 6), CONCAT('\\Q', ' - ', '\\E'))
+                ELSE ARRAY((
+                  (
+                    q.culprit
+                  )
+                ))
+              END
+            )[1] IS NULL,
+            NULL,
+            FORMAT_STRING(
+              'look at the path between %s and %s: the speed both NICs negotiated (ethtool), shaping, policing or added delay (tc -s qdisc), other traffic on the switch ports between them, its round trip against the other paths\' (ping)',
+              (
+                CASE
+                  WHEN (
+                    (
+                      q.culprit
+                    )
+                  ) LIKE 'link %'
+                  THEN SPLIT(SUBSTRING((
+                    (
+                      q.culprit
+                    )
+                  ), 6), CONCAT('\\Q', ' - ', '\\E'))
+                  ELSE ARRAY((
+                    (
+                      q.culprit
+                    )
+                  ))
+                END
+              )[0],
+              (
+                CASE
+                  WHEN (
+                    (
+                      q.culprit
+                    )
+                  ) LIKE 'link %'
+                  THEN SPLIT(SUBSTRING((
+                    (
+                      q.culprit
+                    )
+                  ), 6), CONCAT('\\Q', ' - ', '\\E'))
+                  ELSE ARRAY((
+                    (
+                      q.culprit
+                    )
+                  ))
+                END
+              )[1]
             )
-          END
-        )
-        WHEN (
-          q.culprit
-        ) LIKE 'link %'
-        THEN CASE (
-            'queueing'
-          )
-          WHEN 'network'
-          THEN FORMAT_STRING(
-            'look for packet loss between %s and %s: both NICs\' error and drop counters (ethtool -S), the switch ports, cables or optics between them',
-            (
-              CASE
-                WHEN (
-                  (
-                    q.culprit
-                  )
-                ) LIKE 'link %'
-                THEN SPLIT(SUBSTRING((
-                  (
-                    q.culprit
-                  )
-                ), 6), CONCAT('\\Q', ' - ', '\\E'))
-                ELSE ARRAY((
-                  (
-                    q.culprit
-                  )
-                ))
-              END
-            )[0],
-            (
-              CASE
-                WHEN (
-                  (
-                    q.culprit
-                  )
-                ) LIKE 'link %'
-                THEN SPLIT(SUBSTRING((
-                  (
-                    q.culprit
-                  )
-                ), 6), CONCAT('\\Q', ' - ', '\\E'))
-                ELSE ARRAY((
-                  (
-                    q.culprit
-                  )
-                ))
-              END
-            )[1]
-          )
-          ELSE FORMAT_STRING(
-            'look at the path between %s and %s: the speed both NICs negotiated (ethtool), shaping, policing or added delay (tc -s qdisc), other traffic on the switch ports between them, its round trip against the other paths\' (ping)',
-            (
-              CASE
-                WHEN (
-                  (
-                    q.culprit
-                  )
-                ) LIKE 'link %'
-                THEN SPLIT(SUBSTRING((
-                  (
-                    q.culprit
-                  )
-                ), 6), CONCAT('\\Q', ' - ', '\\E'))
-                ELSE ARRAY((
-                  (
-                    q.culprit
-                  )
-                ))
-              END
-            )[0],
-            (
-              CASE
-                WHEN (
-                  (
-                    q.culprit
-                  )
-                ) LIKE 'link %'
-                THEN SPLIT(SUBSTRING((
-                  (
-                    q.culprit
-                  )
-                ), 6), CONCAT('\\Q', ' - ', '\\E'))
-                ELSE ARRAY((
-                  (
-                    q.culprit
-                  )
-                ))
-              END
-            )[1]
           )
         END
         WHEN (
           'queueing'
         ) = 'network'
-        THEN FORMAT_STRING(
-          'look for packet loss on %s\'s link: its NIC\'s error and drop counters (ethtool -S %s on %s), the switch port\'s error and discard counters, the cable or optic',
+        THEN IF(
           (
             q.culprit
-          ),
-          (
+          ) IS NULL
+          OR (
             COALESCE(
               (
                 SELECT
@@ -5847,17 +8668,42 @@ WITH late_rank AS (
               ),
               '<interface>'
             )
-          ),
-          (
+          ) IS NULL
+          OR (
             q.culprit
+          ) IS NULL,
+          NULL,
+          FORMAT_STRING(
+            'look for packet loss on %s\'s link: its NIC\'s error and drop counters (ethtool -S %s on %s), the switch port\'s error and discard counters, the cable or optic',
+            (
+              q.culprit
+            ),
+            (
+              COALESCE(
+                (
+                  SELECT
+                    i.iface AS iface
+                  FROM st_node_iface AS i
+                  WHERE
+                    i.node = (
+                      (
+                        q.culprit
+                      )
+                    )
+                ),
+                '<interface>'
+              )
+            ),
+            (
+              q.culprit
+            )
           )
         )
-        ELSE FORMAT_STRING(
-          'look at %s\'s link: the speed it negotiated (ethtool %s on %s), shaping, policing or added delay on it (tc -s qdisc show dev %s), other traffic on its switch port, its round trip to the other nodes against theirs (ping)',
+        ELSE IF(
           (
             q.culprit
-          ),
-          (
+          ) IS NULL
+          OR (
             COALESCE(
               (
                 SELECT
@@ -5872,11 +8718,11 @@ WITH late_rank AS (
               ),
               '<interface>'
             )
-          ),
-          (
+          ) IS NULL
+          OR (
             q.culprit
-          ),
-          (
+          ) IS NULL
+          OR (
             COALESCE(
               (
                 SELECT
@@ -5890,6 +8736,48 @@ WITH late_rank AS (
                   )
               ),
               '<interface>'
+            )
+          ) IS NULL,
+          NULL,
+          FORMAT_STRING(
+            'look at %s\'s link: the speed it negotiated (ethtool %s on %s), shaping, policing or added delay on it (tc -s qdisc show dev %s), other traffic on its switch port, its round trip to the other nodes against theirs (ping)',
+            (
+              q.culprit
+            ),
+            (
+              COALESCE(
+                (
+                  SELECT
+                    i.iface AS iface
+                  FROM st_node_iface AS i
+                  WHERE
+                    i.node = (
+                      (
+                        q.culprit
+                      )
+                    )
+                ),
+                '<interface>'
+              )
+            ),
+            (
+              q.culprit
+            ),
+            (
+              COALESCE(
+                (
+                  SELECT
+                    i.iface AS iface
+                  FROM st_node_iface AS i
+                  WHERE
+                    i.node = (
+                      (
+                        q.culprit
+                      )
+                    )
+                ),
+                '<interface>'
+              )
             )
           )
         )
@@ -5906,8 +8794,7 @@ WITH late_rank AS (
     SELECT
       COALESCE(
         MAX(
-          FORMAT_STRING(
-            '; its slowest flow delivered %s, the other flows %s (median)',
+          IF(
             (
               CASE
                 WHEN (
@@ -5917,15 +8804,37 @@ WITH late_rank AS (
                 WHEN (
                   d.slowest_bps
                 ) >= 1e9
-                THEN FORMAT_STRING('%s Gbit/s', FORMAT_NUMBER((
-                  d.slowest_bps
-                ) / 1e9, '0.0'))
-                ELSE FORMAT_STRING('%s Mbit/s', FORMAT_NUMBER((
-                  d.slowest_bps
-                ) / 1e6, '0'))
+                THEN IF(
+                  (
+                    d.slowest_bps
+                  ) / 1e9 IS NULL,
+                  NULL,
+                  FORMAT_STRING(
+                    '%s Gbit/s',
+                    FORMAT_NUMBER((
+                      d.slowest_bps
+                    ) / 1e9, IF((
+                      1
+                    ) > 0, CONCAT('0.', REPEAT('0', 1)), '0'))
+                  )
+                )
+                ELSE IF(
+                  (
+                    d.slowest_bps
+                  ) / 1e6 IS NULL,
+                  NULL,
+                  FORMAT_STRING(
+                    '%s Mbit/s',
+                    FORMAT_NUMBER((
+                      d.slowest_bps
+                    ) / 1e6, IF((
+                      0
+                    ) > 0, CONCAT('0.', REPEAT('0', 0)), '0'))
+                  )
+                )
               END
-            ),
-            (
+            ) IS NULL
+            OR (
               CASE
                 WHEN (
                   d.others_bps
@@ -5934,13 +8843,117 @@ WITH late_rank AS (
                 WHEN (
                   d.others_bps
                 ) >= 1e9
-                THEN FORMAT_STRING('%s Gbit/s', FORMAT_NUMBER((
-                  d.others_bps
-                ) / 1e9, '0.0'))
-                ELSE FORMAT_STRING('%s Mbit/s', FORMAT_NUMBER((
-                  d.others_bps
-                ) / 1e6, '0'))
+                THEN IF(
+                  (
+                    d.others_bps
+                  ) / 1e9 IS NULL,
+                  NULL,
+                  FORMAT_STRING(
+                    '%s Gbit/s',
+                    FORMAT_NUMBER((
+                      d.others_bps
+                    ) / 1e9, IF((
+                      1
+                    ) > 0, CONCAT('0.', REPEAT('0', 1)), '0'))
+                  )
+                )
+                ELSE IF(
+                  (
+                    d.others_bps
+                  ) / 1e6 IS NULL,
+                  NULL,
+                  FORMAT_STRING(
+                    '%s Mbit/s',
+                    FORMAT_NUMBER((
+                      d.others_bps
+                    ) / 1e6, IF((
+                      0
+                    ) > 0, CONCAT('0.', REPEAT('0', 0)), '0'))
+                  )
+                )
               END
+            ) IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '; its slowest flow delivered %s, the other flows %s (median)',
+              (
+                CASE
+                  WHEN (
+                    d.slowest_bps
+                  ) IS NULL
+                  THEN '?'
+                  WHEN (
+                    d.slowest_bps
+                  ) >= 1e9
+                  THEN IF(
+                    (
+                      d.slowest_bps
+                    ) / 1e9 IS NULL,
+                    NULL,
+                    FORMAT_STRING(
+                      '%s Gbit/s',
+                      FORMAT_NUMBER((
+                        d.slowest_bps
+                      ) / 1e9, IF((
+                        1
+                      ) > 0, CONCAT('0.', REPEAT('0', 1)), '0'))
+                    )
+                  )
+                  ELSE IF(
+                    (
+                      d.slowest_bps
+                    ) / 1e6 IS NULL,
+                    NULL,
+                    FORMAT_STRING(
+                      '%s Mbit/s',
+                      FORMAT_NUMBER((
+                        d.slowest_bps
+                      ) / 1e6, IF((
+                        0
+                      ) > 0, CONCAT('0.', REPEAT('0', 0)), '0'))
+                    )
+                  )
+                END
+              ),
+              (
+                CASE
+                  WHEN (
+                    d.others_bps
+                  ) IS NULL
+                  THEN '?'
+                  WHEN (
+                    d.others_bps
+                  ) >= 1e9
+                  THEN IF(
+                    (
+                      d.others_bps
+                    ) / 1e9 IS NULL,
+                    NULL,
+                    FORMAT_STRING(
+                      '%s Gbit/s',
+                      FORMAT_NUMBER((
+                        d.others_bps
+                      ) / 1e9, IF((
+                        1
+                      ) > 0, CONCAT('0.', REPEAT('0', 1)), '0'))
+                    )
+                  )
+                  ELSE IF(
+                    (
+                      d.others_bps
+                    ) / 1e6 IS NULL,
+                    NULL,
+                    FORMAT_STRING(
+                      '%s Mbit/s',
+                      FORMAT_NUMBER((
+                        d.others_bps
+                      ) / 1e6, IF((
+                        0
+                      ) > 0, CONCAT('0.', REPEAT('0', 0)), '0'))
+                    )
+                  )
+                END
+              )
             )
           )
         ),
