@@ -1,13 +1,10 @@
-"""The analysis views in Spark SQL (scaletrace/src/analyze/spark/views.sql, made from the DuckDB
-views by translate.py) give the same findings as DuckDB on the same recordings: real DDP jobs
-with a planted fault (tests/data), read by PySpark in local mode.
-
-The table views here are the test's own (each table's files, unsigned columns as bigint,
-timestamps as nanoseconds since the epoch, the reader setting docs/schema.md names); the
-building blocks `analyze` computes once are written as tables, as `analyze` does in DuckDB."""
-import glob
+"""`scaletrace sql --dialect spark` gives the same findings in Spark as `analyze` does in DuckDB:
+real DDP jobs with a planted fault (tests/data), read by PySpark in local mode, the script run
+as it is printed (its settings, table views, thresholds, the views translate.py makes of the
+DuckDB ones, and the building blocks written as tables)."""
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,19 +33,10 @@ def test_the_spark_views_are_what_translate_makes_of_the_duckdb_views():
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory):
+    # only what is not the script's: the session's resources and where its tables go
     session = (SparkSession.builder.master("local[1]").appName("scaletrace-views")
                .config("spark.ui.enabled", "false")
-               .config("spark.sql.legacy.parquet.nanosAsLong", "true")
-               # DuckDB's semantics: x / 0 is NULL, casts do not throw
-               .config("spark.sql.ansi.enabled", "false")
-               .config("spark.sql.session.timeZone", "UTC")
-               # views over views: without it each reference analyzes its whole tree again
-               .config("spark.sql.legacy.storeAnalyzedPlanForView", "true")
                .config("spark.sql.shuffle.partitions", "2")
-               # Spark 4.3's RemoveRedundantAliases leaves an unresolved plan behind on the
-               # verdict's views (PLAN_VALIDATION_FAILED_RULE_IN_BATCH): an optimization only
-               .config("spark.sql.optimizer.excludedRules",
-                       "org.apache.spark.sql.catalyst.optimizer.RemoveRedundantAliases")
                .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
                .getOrCreate())
     session.sparkContext.setLogLevel("OFF")
@@ -56,97 +44,50 @@ def spark(tmp_path_factory):
     session.stop()
 
 
-def materialized():
-    """The views `analyze` computes once (analyze/mod.rs)."""
-    src = (ROOT / "scaletrace" / "src" / "analyze" / "mod.rs").read_text()
-    names = re.findall(r'"(st_\w+)"', src[src.index("const MATERIALIZED"):src.index("fn materialized")])
-    assert len(names) > 10
-    return set(names)
+def script(store, args, dialect):
+    run = subprocess.run([BIN, "sql", "--dialect", dialect, *args, str(store)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return run.stdout
 
 
-def duckdb_script(store, views_only):
-    args = [BIN, "sql"] + (["--views-only"] if views_only else []) + [str(store)]
-    return subprocess.run(args, capture_output=True, text=True, check=True).stdout
-
-
-def duckdb_findings(store):
+def duckdb_run(store, args):
+    """A DuckDB connection that has run `scaletrace sql`'s script."""
     con = duckdb.connect()
-    for sql in statements(duckdb_script(store, False)):
+    for sql in statements(script(store, args, "duckdb")):
         if sql.strip():
             con.execute(sql)
-    cur = con.execute("SELECT * FROM st_finding")
+    return con
+
+
+def duckdb_rows(con, query):
+    cur = con.execute(query)
     names = [c[0] for c in cur.description]
     return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
-def spark_tables(spark, store):
-    """Each table as DuckDB sees it (`scaletrace sql`'s table views), over the same files."""
-    con = duckdb.connect()
-    script = list(statements(duckdb_script(store, True)))
-    tables = []
-    for sql in script:
-        if re.search(r"VIEW st_params\b", sql):
-            break
-        con.execute(sql)
-        if view := re.search(r"CREATE OR REPLACE VIEW (\w+)", sql):
-            tables.append(view.group(1))
-    spark_type = {"VARCHAR": "STRING", "UBIGINT": "BIGINT", "UINTEGER": "BIGINT", "USMALLINT": "INT",
-                  "UTINYINT": "SMALLINT", "INTEGER": "INT", "TIMESTAMP WITH TIME ZONE": "BIGINT",
-                  "UBIGINT[]": "ARRAY<BIGINT>", "UINTEGER[]": "ARRAY<BIGINT>"}
-
-    def null(name, typ):
-        return f"CAST(NULL AS {spark_type.get(typ, typ)}) AS `{name}`"
-
-    for table in tables:
-        columns = con.execute(f"DESCRIBE {table}").fetchall()
-        files = glob.glob(f"{store}/**/{table}/*.parquet", recursive=True)
-        if not files:
-            nulls = ", ".join(null(n, t) for n, t, *_ in columns)
-            spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {table} AS SELECT {nulls} WHERE false")
-            continue
-        # files of an older scaletrace lack newer columns: null there, as DuckDB's views have them
-        frame = spark.read.option("mergeSchema", "true").parquet(*files)
-        frame.createOrReplaceTempView(f"{table}__files")
-        select = []
-        for name, typ, *_ in columns:
-            if name != "import_file" and name not in frame.columns:
-                select.append(null(name, typ))
-            elif name == "import_file":
-                select.append("input_file_name() AS import_file")
-            elif typ in ("UBIGINT", "UINTEGER"):
-                select.append(f"CAST(`{name}` AS BIGINT) AS `{name}`")
-            elif typ.endswith("[]"):
-                select.append(f"CAST(`{name}` AS ARRAY<BIGINT>) AS `{name}`")
-            else:
-                select.append(f"`{name}`")
-        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {table} AS SELECT {', '.join(select)} FROM {table}__files")
-    # the thresholds (and no baseline), as `scaletrace sql` writes them, in Spark's syntax
-    import sqlglot
-    for sql in script:
-        if re.search(r"VIEW (st_params|st_baseline)\b", sql):
-            tree = sqlglot.parse_one(sql, read="duckdb")
-            props = tree.args.get("properties") or sqlglot.exp.Properties(expressions=[])
-            props.append("expressions", sqlglot.exp.TemporaryProperty())
-            tree.set("properties", props)
-            spark.sql(tree.sql(dialect="spark"))
+def spark_run(spark, store, args):
+    """Runs `scaletrace sql --dialect spark`'s script in the session, statement by statement."""
+    for sql in statements(script(store, args, "spark"), "spark"):
+        if re.sub(r"/\*.*?\*/|--[^\n]*", "", sql).strip():
+            spark.sql(sql)
 
 
-def spark_findings(spark, store):
-    spark_tables(spark, store)
-    keep = materialized()
-    views = (SPARK_DIR / "views.sql").read_text()
-    for sql in statements(views, "spark"):
-        if not re.sub(r"/\*.*?\*/", "", sql, flags=re.S).strip():
-            continue
-        spark.sql(sql)
-        name = re.search(r"VIEW (\w+)", sql).group(1)
-        if name in keep:
-            # computed once, as analyze does: a view over views over views is analyzed whole
-            # at every reference otherwise
-            spark.sql(f"DROP TABLE IF EXISTS {name}__computed")
-            spark.sql(f"CREATE TABLE {name}__computed USING parquet AS SELECT * FROM {name}")
-            spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {name} AS SELECT * FROM {name}__computed")
+def duckdb_findings(store, args):
+    return duckdb_rows(duckdb_run(store, args), "SELECT * FROM st_finding")
+
+
+def spark_findings(spark, store, args):
+    spark_run(spark, store, args)
     return [r.asDict(recursive=True) for r in spark.sql("SELECT * FROM st_finding").collect()]
+
+
+def assert_same_findings(in_spark, in_duckdb):
+    """Equal row for row; on a difference, the rows each engine alone has."""
+    spark, duck = comparable(in_spark), comparable(in_duckdb)
+    only_spark = [r for r in spark if r not in duck]
+    only_duck = [r for r in duck if r not in spark]
+    assert spark == duck, f"only in Spark: {only_spark}\nonly in DuckDB: {only_duck}"
 
 
 def comparable(rows):
@@ -159,9 +100,30 @@ def comparable(rows):
     return sorted(json.dumps({k: value(v) for k, v in r.items()}, sort_keys=True, default=str) for r in rows)
 
 
-@pytest.mark.parametrize("recording", RECORDINGS)
-def test_spark_finds_what_duckdb_finds(spark, recording):
+def hive_copy(store, root):
+    """The recording as agents ship it: table=/date=/hour=/host= directories of part files."""
+    for f in store.glob("fleet/*/*/*.parquet"):
+        node, table = f.parent.parent.name, f.parent.name
+        d = root / f"table={table}" / "date=2026-12-04" / "hour=21" / f"host={node}"
+        d.mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, d / f"part-{f.stem}.parquet")
+    return root
+
+
+@pytest.mark.parametrize("recording,args", [(r, []) for r in RECORDINGS] + [
+    # analysis windows longer than the recorder's: kernel histograms added bucket by bucket
+    ("loss-gap-after-onset", ["--window", "3s"]),
+])
+def test_spark_finds_what_duckdb_finds(spark, recording, args):
     store = DATA / recording
-    duck = duckdb_findings(store)
+    duck = duckdb_findings(store, args)
     assert duck, "the recording has findings to compare"
-    assert comparable(spark_findings(spark, store)) == comparable(duck)
+    assert_same_findings(spark_findings(spark, store, args), duck)
+
+
+def test_spark_reads_the_hive_layout_agents_ship(spark, tmp_path):
+    store = hive_copy(DATA / "slow-rank-noise-before-onset", tmp_path / "store")
+    assert "/{" in script(store, [], "spark"), "one pattern over the hosts' directories"
+    duck = duckdb_findings(store, [])
+    assert duck
+    assert_same_findings(spark_findings(spark, store, []), duck)

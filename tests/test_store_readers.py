@@ -13,6 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from test_agent import BIN, Agent, Traffic
+from test_spark_views import assert_same_findings, duckdb_rows, duckdb_run, spark_run
 
 # Written by `import` and `analyze`, not by the agent.
 NOT_RECORDED = {"gpu_events", "windows"}
@@ -24,9 +25,11 @@ def recorded_tables():
 
 
 @pytest.fixture(scope="module")
-def spark():
+def spark(tmp_path_factory):
     session = (SparkSession.builder.master("local[1]").appName("scaletrace-store")
                .config("spark.ui.enabled", "false")
+               # the analysis script's building blocks are tables
+               .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
                .config("spark.sql.legacy.parquet.nanosAsLong", "true")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
@@ -80,3 +83,14 @@ def test_every_table_of_a_spool_reads_the_same_in_duckdb_polars_pyarrow_and_spar
     starts = arrow_flows.column("start").cast(pa.int64()).to_pylist()
     assert sorted(zip(arrow_flows.column("flow_id").to_pylist(), arrow_flows.column("bytes_sent").to_pylist(),
                       starts)) == duck_flows
+
+    # The analysis in Spark SQL on the agent's own store (hour partitions, rotations, empty
+    # tables): every table view reads the rows DuckDB's reads, and the findings are DuckDB's.
+    duck_script = duckdb_run(spool, [])
+    spark_run(spark, spool, [])
+    for table in tables:
+        duck = duck_script.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        assert (table, spark.sql(f"SELECT count(*) FROM {table}").collect()[0][0]) == (table, duck)
+    assert spark.sql("SELECT count(*) FROM st_flow_window").collect()[0][0] > 0
+    spark_findings = [r.asDict(recursive=True) for r in spark.sql("SELECT * FROM st_finding").collect()]
+    assert_same_findings(spark_findings, duckdb_rows(duck_script, "SELECT * FROM st_finding"))

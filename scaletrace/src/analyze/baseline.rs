@@ -5,7 +5,7 @@
 use anyhow::{bail, Context as _, Result};
 use serde::Deserialize;
 
-use super::{sources, DuckDb};
+use super::DuckDb;
 
 /// A baseline run as the summary query reads it (no step time when it has no iterations).
 #[derive(Deserialize)]
@@ -104,20 +104,21 @@ impl Baseline {
 }
 
 /// The `st_baseline` view: one row with the baseline, or none.
-pub fn sql(baseline: Option<&Baseline>) -> String {
+/// `quote` writes a string literal of the script's dialect; the types are both DuckDB's and Spark's.
+pub fn sql(baseline: Option<&Baseline>, quote: fn(&str) -> String) -> String {
     let head =
         "-- The step time of a run of the same job without the problem (analyze --baseline)\n\
                 CREATE OR REPLACE VIEW st_baseline AS ";
     match baseline {
         Some(b) => format!(
-            "{head}SELECT {:?}::DOUBLE AS step_us, {}::BIGINT AS iterations, {}::BIGINT AS ranks, {}::VARCHAR AS label;\n",
+            "{head}SELECT {:?}::DOUBLE AS step_us, {}::BIGINT AS iterations, {}::BIGINT AS ranks, {}::STRING AS label;\n",
             b.step_us,
             b.iterations,
             b.ranks,
-            sources::quote(&b.label)
+            quote(&b.label)
         ),
         None => format!(
-            "{head}SELECT NULL::DOUBLE AS step_us, NULL::BIGINT AS iterations, NULL::BIGINT AS ranks, NULL::VARCHAR AS label WHERE false;\n"
+            "{head}SELECT NULL::DOUBLE AS step_us, NULL::BIGINT AS iterations, NULL::BIGINT AS ranks, NULL::STRING AS label WHERE false;\n"
         ),
     }
 }
@@ -125,10 +126,11 @@ pub fn sql(baseline: Option<&Baseline>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analyze::sources;
 
     #[test]
     fn one_row_or_none_and_same_job() {
-        assert!(sql(None).contains("WHERE false"));
+        assert!(sql(None, sources::quote).contains("WHERE false"));
         let b = Baseline {
             step_us: 114_000.5,
             iterations: 77,
@@ -136,7 +138,7 @@ mod tests {
             culprits: 0,
             label: "runs/it's clean".into(),
         };
-        let s = sql(Some(&b));
+        let s = sql(Some(&b), sources::quote);
         assert!(s.contains("114000.5::DOUBLE AS step_us"), "{s}");
         assert!(s.contains("'runs/it''s clean'"), "{s}");
         assert!(b.check_ranks(4).is_ok());

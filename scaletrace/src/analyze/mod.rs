@@ -5,6 +5,7 @@ mod duckdb;
 mod params;
 mod report;
 mod sources;
+mod spark;
 mod svg;
 
 use std::{io::Write as _, path::PathBuf, time::Duration};
@@ -134,11 +135,23 @@ pub struct SqlArgs {
     #[arg(long, value_name = "PATH")]
     pub baseline: Vec<String>,
 
+    /// The SQL engine the script is for: duckdb (the engine `analyze` runs), or spark (Spark
+    /// SQL 4: `spark-sql -f`, or one statement at a time from PySpark), for a store too large
+    /// for one machine.
+    #[arg(long, value_enum, default_value_t = Dialect::Duckdb)]
+    pub dialect: Dialect,
+
     /// Only views: without the temporary tables that compute the building blocks once. Every
     /// query then recomputes them from the files (for data that keeps changing, e.g. a live
     /// spool); binding the verdict's nested views alone can take tens of seconds.
     #[arg(long)]
     pub views_only: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Dialect {
+    Duckdb,
+    Spark,
 }
 
 /// One row of the `findings` view.
@@ -327,7 +340,7 @@ pub fn script(
         env!("CARGO_PKG_VERSION"),
         sources::views_sql(sources),
         params.sql(),
-        baseline::sql(baseline),
+        baseline::sql(baseline, sources::quote),
         VIEWS_SQL
     );
     if views_only {
@@ -347,10 +360,11 @@ pub fn sql(args: SqlArgs) -> Result<()> {
         None,
         &Resources::default(),
     )?;
-    print!(
-        "{}",
-        script(&sources, &params, baseline.as_ref(), args.views_only)?
-    );
+    let text = match args.dialect {
+        Dialect::Duckdb => script(&sources, &params, baseline.as_ref(), args.views_only)?,
+        Dialect::Spark => spark::script(&sources, &params, baseline.as_ref(), args.views_only)?,
+    };
+    print!("{text}");
     Ok(())
 }
 

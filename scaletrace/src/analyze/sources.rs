@@ -17,6 +17,8 @@ pub struct Sources {
     pub patterns: BTreeMap<&'static str, BTreeSet<String>>,
     /// table -> number of files
     pub files: BTreeMap<&'static str, usize>,
+    /// table -> where its files lie, for engines that cannot read the globs (Spark: no `**`)
+    pub locations: BTreeMap<&'static str, BTreeSet<Location>>,
     /// Files left out: not whole Parquet files (truncated: a partial copy or download).
     pub skipped: Vec<PathBuf>,
 }
@@ -28,6 +30,16 @@ impl Sources {
     pub fn total_files(&self) -> usize {
         self.files.values().sum()
     }
+}
+
+/// Where some of a table's files lie.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Location {
+    /// Every `*.parquet` in the directory is a whole file of the table (a directory's files
+    /// all belong to one table: the table is named by the directory or one above it).
+    Directory(PathBuf),
+    /// One file, named: given as such, or beside a file left out.
+    File(PathBuf),
 }
 
 /// The table a Parquet file belongs to: the `table=NAME` component of a Hive-partitioned path,
@@ -175,6 +187,11 @@ fn add_path(path: &Path, tables: &[TableInfo], sources: &mut Sources) -> Result<
                 .or_default()
                 .insert(literal_file(path)?);
             *sources.files.entry(t.name).or_default() += 1;
+            sources
+                .locations
+                .entry(t.name)
+                .or_default()
+                .insert(Location::File(path.to_path_buf()));
         }
         return Ok(());
     }
@@ -208,6 +225,16 @@ fn add_path(path: &Path, tables: &[TableInfo], sources: &mut Sources) -> Result<
         || found
             .iter()
             .any(|(_, f)| f.display().to_string().contains('\\'));
+    // a directory holding a file left out is read file by file
+    let holds_skipped: BTreeSet<&Path> =
+        sources.skipped.iter().filter_map(|f| f.parent()).collect();
+    for (table, file) in &found {
+        let location = match file.parent() {
+            Some(dir) if !holds_skipped.contains(dir) => Location::Directory(dir.to_path_buf()),
+            _ => Location::File(file.clone()),
+        };
+        sources.locations.entry(table).or_default().insert(location);
+    }
     for (table, file) in found {
         let pattern = if by_name {
             literal_file(&file)?
