@@ -10,9 +10,12 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+import scenarios
 from test_agent import BIN
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,6 +40,9 @@ def spark(tmp_path_factory):
     session = (SparkSession.builder.master("local[1]").appName("scaletrace-views")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2")
+               # a broadcast join of the analysis ran out of the default 1 GB once (the JVM
+               # is shared by the test modules: whichever starts it sets its heap)
+               .config("spark.driver.memory", "4g")
                .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
                .getOrCreate())
     session.sparkContext.setLogLevel("OFF")
@@ -127,3 +133,34 @@ def test_spark_reads_the_hive_layout_agents_ship(spark, tmp_path):
     duck = duckdb_findings(store, [])
     assert duck
     assert_same_findings(spark_findings(spark, store, []), duck)
+
+
+def nanosecond_timestamps(store):
+    """The generator's files with the timestamps scaletrace writes: DuckDB writes microseconds."""
+    for f in Path(store).rglob("*.parquet"):
+        table = pq.read_table(f)
+        schema = pa.schema([field.with_type(pa.timestamp("ns", tz="UTC"))
+                            if pa.types.is_timestamp(field.type) else field for field in table.schema])
+        pq.write_table(table.cast(schema), f)
+
+
+def test_spark_finds_what_duckdb_finds_on_a_generated_gpu_fleet(spark, tmp_path):
+    """GPU timelines, NUMA locality and congestion, which the recorded CPU jobs lack, under a
+    directory whose name Hadoop would take as a glob."""
+    store = scenarios.generate(str(tmp_path / "run[1],x"),
+                               ["congested_peer", "straggler", "wrong_numa", "loss_burst"])
+    nanosecond_timestamps(store)
+    duck = duckdb_findings(store, [])
+    assert {f["category"] for f in duck} >= {"slowdown", "contention", "straggler", "locality", "gpu_idle"}, duck
+    assert_same_findings(spark_findings(spark, store, []), duck)
+
+
+def test_a_store_with_other_timestamps_than_nanoseconds_is_refused_for_spark(tmp_path):
+    """Spark reads the timestamps as integers in the unit the script assumes: microseconds
+    (DuckDB's COPY) would put every time 1,000 times too early, silently."""
+    store = scenarios.generate(str(tmp_path / "fleet"), [])
+    run = subprocess.run([BIN, "sql", "--dialect", "spark", store], capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "nanoseconds" in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    nanosecond_timestamps(store)
+    assert "CREATE OR REPLACE TEMPORARY VIEW st_finding" in script(store, [], "spark")

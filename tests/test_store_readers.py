@@ -28,6 +28,9 @@ def recorded_tables():
 def spark(tmp_path_factory):
     session = (SparkSession.builder.master("local[1]").appName("scaletrace-store")
                .config("spark.ui.enabled", "false")
+               # a broadcast join of the analysis ran out of the default 1 GB once (the JVM
+               # is shared by the test modules: whichever starts it sets its heap)
+               .config("spark.driver.memory", "4g")
                # the analysis script's building blocks are tables
                .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
                .config("spark.sql.legacy.parquet.nanosAsLong", "true")

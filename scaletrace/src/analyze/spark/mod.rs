@@ -8,7 +8,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context as _, Result};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::{
     baseline::{self, Baseline},
@@ -16,7 +17,7 @@ use super::{
     sources::{Location, Sources},
     MATERIALIZED,
 };
-use crate::tables::catalog;
+use crate::tables::{catalog, TableInfo};
 
 /// The analysis views in Spark SQL (generated: see translate.py beside this file).
 const VIEWS_SQL: &str = include_str!("views.sql");
@@ -216,6 +217,50 @@ fn common_directory(dirs: &[&Path]) -> PathBuf {
     common.unwrap_or_else(|| PathBuf::from("/"))
 }
 
+/// Refuses a table whose (first) file holds timestamps in another unit than the nanoseconds
+/// scaletrace writes: Spark reads them as plain integers (`nanosAsLong`) with the unit the
+/// schema gives, and a file written by another tool (DuckDB's COPY writes microseconds) would
+/// put every time 1,000 times too early, without an error. (Only the first file is read: a
+/// store that mixes units is not caught here.)
+fn nanosecond_timestamps(table: &TableInfo, locations: &BTreeSet<Location>) -> Result<()> {
+    use arrow::datatypes::{DataType, TimeUnit};
+    let Some(file) = locations.iter().find_map(|l| match l {
+        Location::File(f) => Some(f.clone()),
+        Location::Directory(d) => std::fs::read_dir(d)
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.extension().is_some_and(|e| e == "parquet")),
+    }) else {
+        return Ok(());
+    };
+    let schema = std::fs::File::open(&file)
+        .map_err(anyhow::Error::from)
+        .and_then(|f| {
+            Ok(ParquetRecordBatchReaderBuilder::try_new(f)?
+                .schema()
+                .clone())
+        })
+        .with_context(|| format!("reading the schema of {}", file.display()))?;
+    for (name, _) in table
+        .columns
+        .iter()
+        .filter(|(_, ty)| *ty == "TIMESTAMP WITH TIME ZONE")
+    {
+        if let Ok(field) = schema.field_with_name(name) {
+            if let DataType::Timestamp(unit, _) = field.data_type() {
+                if *unit != TimeUnit::Nanosecond {
+                    bail!(
+                        "{}: column {name} holds timestamps in {}s, not the nanoseconds scaletrace writes, and Spark would read them as nanoseconds: analyze this store with `scaletrace analyze` (DuckDB), or rewrite its files with nanosecond timestamps",
+                        file.display(),
+                        format!("{unit:?}").to_lowercase()
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// One view per table over its files, with the columns and types the views expect; an empty
 /// view of the same shape for a table no node wrote. A file of an older scaletrace that lacks
 /// a newer column reads it as null (the schema is given, not inferred from the files).
@@ -253,6 +298,7 @@ fn table_views(sources: &Sources) -> Result<String> {
             ));
             continue;
         };
+        nanosecond_timestamps(&table, locations)?;
         let mut parts = Vec::new();
         for (i, pattern) in patterns(locations).iter().enumerate() {
             let files = format!("{}__files{i}", table.name);
