@@ -511,24 +511,31 @@ const MATERIALIZED: [&str; 24] = [
 ];
 
 fn materialized(script: &str) -> Result<String> {
+    after_each_building_block(script, "CREATE OR REPLACE VIEW", |v| {
+        format!(
+            "CREATE OR REPLACE TEMP TABLE {v}__computed AS SELECT * FROM {v};\n\
+             CREATE OR REPLACE VIEW {v} AS SELECT * FROM {v}__computed;\n"
+        )
+    })
+}
+
+/// `script` with `after(view)` inserted after the definition of each of the `MATERIALIZED`
+/// views, whose definition begins with `create` and the view's name.
+fn after_each_building_block(
+    script: &str,
+    create: &str,
+    after: impl Fn(&str) -> String,
+) -> Result<String> {
     let mut out = script.to_string();
     for v in MATERIALIZED {
-        let create = format!("CREATE OR REPLACE VIEW {v} AS");
-        let Some(start) = out.find(&create) else {
+        let Some(start) = out.find(&format!("{create} {v} AS")) else {
             bail!("internal: view {v} is not in the analysis script");
         };
         // the statement ends at the first `;` that ends a line (no view has one inside)
         let Some(len) = out[start..].find(";\n") else {
             bail!("internal: the definition of {v} does not end");
         };
-        let at = start + len + 2;
-        out.insert_str(
-            at,
-            &format!(
-                "CREATE OR REPLACE TEMP TABLE {v}__computed AS SELECT * FROM {v};\n\
-                 CREATE OR REPLACE VIEW {v} AS SELECT * FROM {v}__computed;\n"
-            ),
-        );
+        out.insert_str(start + len + 2, &after(v));
     }
     Ok(out)
 }

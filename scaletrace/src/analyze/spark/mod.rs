@@ -12,10 +12,10 @@ use anyhow::{bail, Context as _, Result};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::{
+    after_each_building_block,
     baseline::{self, Baseline},
     params::Params,
     sources::{Location, Sources},
-    MATERIALIZED,
 };
 use crate::tables::{catalog, TableInfo};
 
@@ -90,26 +90,13 @@ fn temporary(sql: &str) -> String {
 
 /// After each building block, its rows written as a table and the view read from them.
 fn cached(script: &str) -> Result<String> {
-    let mut out = script.to_string();
-    for v in MATERIALIZED {
-        let create = format!("CREATE OR REPLACE TEMPORARY VIEW {v} AS");
-        let Some(start) = out.find(&create) else {
-            bail!("internal: view {v} is not in the Spark analysis script");
-        };
-        let Some(len) = out[start..].find(";\n") else {
-            bail!("internal: the Spark definition of {v} does not end");
-        };
-        let at = start + len + 2;
-        out.insert_str(
-            at,
-            &format!(
-                "DROP TABLE IF EXISTS {v}__computed;\n\
-                 CREATE TABLE {v}__computed USING parquet AS SELECT * FROM {v};\n\
-                 CREATE OR REPLACE TEMPORARY VIEW {v} AS SELECT * FROM {v}__computed;\n"
-            ),
-        );
-    }
-    Ok(out)
+    after_each_building_block(script, "CREATE OR REPLACE TEMPORARY VIEW", |v| {
+        format!(
+            "DROP TABLE IF EXISTS {v}__computed;\n\
+             CREATE TABLE {v}__computed USING parquet AS SELECT * FROM {v};\n\
+             CREATE OR REPLACE TEMPORARY VIEW {v} AS SELECT * FROM {v}__computed;\n"
+        )
+    })
 }
 
 /// A Spark SQL string literal (Spark reads backslash escapes in strings).
