@@ -94,6 +94,15 @@ def test_every_table_of_a_spool_reads_the_same_in_duckdb_polars_pyarrow_and_spar
     for table in tables:
         duck = duck_script.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         assert (table, spark.sql(f"SELECT count(*) FROM {table}").collect()[0][0]) == (table, duck)
+    # values: nanosecond times and unsigned ids as DuckDB reads them
+    for table, column in [("rtt", "ts"), ("flows", "start"), ("capture", "end")]:
+        duck = duck_script.execute(
+            f'SELECT epoch_ns(min("{column}")), epoch_ns(max("{column}")) FROM {table}').fetchone()
+        assert duck[0] is not None and duck[0] > 1.7e18, (table, duck)
+        spark_row = spark.sql(f"SELECT min(`{column}`), max(`{column}`) FROM {table}").collect()[0]
+        assert (table, *spark_row) == (table, *duck)
+    duck_ids = sorted(r[0] for r in duck_script.execute("SELECT flow_id FROM flows").fetchall())
+    assert sorted(r[0] for r in spark.sql("SELECT flow_id FROM flows").collect()) == duck_ids
     assert spark.sql("SELECT count(*) FROM st_flow_window").collect()[0][0] > 0
     spark_findings = [r.asDict(recursive=True) for r in spark.sql("SELECT * FROM st_finding").collect()]
     assert_same_findings(spark_findings, duckdb_rows(duck_script, "SELECT * FROM st_finding"))

@@ -35,6 +35,9 @@ impl Sources {
 /// Where some of a table's files lie.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Location {
+    /// Every `*.parquet` below the directory, at any depth, is a whole file of the table: a
+    /// `table=NAME` directory of the Hive layout (or one below it).
+    Tree(PathBuf),
     /// Every `*.parquet` in the directory is a whole file of the table (a directory's files
     /// all belong to one table: the table is named by the directory or one above it).
     Directory(PathBuf),
@@ -229,8 +232,13 @@ fn add_path(path: &Path, tables: &[TableInfo], sources: &mut Sources) -> Result<
     let holds_skipped: BTreeSet<&Path> =
         sources.skipped.iter().filter_map(|f| f.parent()).collect();
     for (table, file) in &found {
-        let location = match file.parent() {
-            Some(dir) if !holds_skipped.contains(dir) => Location::Directory(dir.to_path_buf()),
+        let tree = hive_tree(path, file, table)
+            .filter(|t| !by_name && !sources.skipped.iter().any(|f| f.starts_with(t)));
+        let location = match (tree, file.parent()) {
+            (Some(tree), _) => Location::Tree(tree),
+            (None, Some(dir)) if !holds_skipped.contains(dir) => {
+                Location::Directory(dir.to_path_buf())
+            }
             _ => Location::File(file.clone()),
         };
         sources.locations.entry(table).or_default().insert(location);
@@ -249,6 +257,24 @@ fn add_path(path: &Path, tables: &[TableInfo], sources: &mut Sources) -> Result<
         *sources.files.entry(table).or_default() += 1;
     }
     Ok(())
+}
+
+/// The `table=NAME` directory holding `file` (found below `root`), or `root` itself where it
+/// lies inside one: every Parquet file below it is the table's.
+fn hive_tree(root: &Path, file: &Path, table: &str) -> Option<PathBuf> {
+    let hive = crate::layout::hive_table_dir(table);
+    if root.components().any(|c| c.as_os_str() == hive.as_str()) {
+        return Some(root.to_path_buf());
+    }
+    let rel = file.strip_prefix(root).ok()?;
+    let mut tree = root.to_path_buf();
+    for c in rel.parent()?.components() {
+        tree.push(c);
+        if c.as_os_str() == hive.as_str() {
+            return Some(tree);
+        }
+    }
+    None
 }
 
 /// A glob under `root` matching `rel` (a file below it) and its siblings of the same table,
@@ -389,6 +415,18 @@ mod tests {
         assert_eq!(
             s.patterns["rtt"].iter().collect::<Vec<_>>(),
             [&format!("{r}/spool/table=rtt/**/*.parquet")]
+        );
+        // for engines without `**`: the Hive tree as one, the other layout by directory
+        assert_eq!(
+            s.locations["rtt"].iter().collect::<Vec<_>>(),
+            [&Location::Tree(root.join("spool/table=rtt"))]
+        );
+        assert_eq!(
+            s.locations["flows"].iter().collect::<Vec<_>>(),
+            [
+                &Location::Directory(root.join("n1/flows")),
+                &Location::Directory(root.join("n2/flows"))
+            ]
         );
         let sql = views_sql(&s);
         assert!(sql.contains("CREATE OR REPLACE VIEW flows AS SELECT * FROM read_parquet(["));

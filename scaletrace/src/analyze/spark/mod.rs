@@ -23,7 +23,12 @@ use crate::tables::{catalog, TableInfo};
 const VIEWS_SQL: &str = include_str!("views.sql");
 
 /// Session settings the views need, each with the reason.
-const SETTINGS: [(&str, &str, &str); 5] = [
+const SETTINGS: [(&str, &str, &str); 6] = [
+    (
+        "spark.sql.parser.escapedStringLiterals",
+        "false",
+        "the script's strings escape quotes and backslashes with a backslash",
+    ),
     (
         "spark.sql.legacy.parquet.nanosAsLong",
         "true",
@@ -72,7 +77,7 @@ pub fn script(
     out.push_str("\n-- Tables\n");
     out.push_str(&table_views(sources)?);
     out.push('\n');
-    out.push_str(&temporary(&params.sql()));
+    out.push_str(&own_line_comments(&temporary(&params.sql())));
     out.push_str(&temporary(&baseline::sql(baseline, quote)));
     out.push('\n');
     out.push_str(VIEWS_SQL);
@@ -81,6 +86,24 @@ pub fn script(
     } else {
         cached(&out)
     }
+}
+
+/// `sql` with a comment after a statement's `;` moved before it, onto a line of its own: a
+/// script split at each `;` that ends a line must leave statements only.
+fn own_line_comments(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    for line in sql.lines() {
+        match line.split_once("; --") {
+            Some((statement, comment)) if !statement.contains('\'') => {
+                out.push_str(&format!("{statement} --{comment}\n;\n"));
+            }
+            _ => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 /// Session views, as the translated ones: the tables' views are the session's own.
@@ -137,19 +160,28 @@ fn escape_glob(path: &str) -> String {
     out
 }
 
-/// The Hadoop glob patterns that read a table's files: one pattern for all of them, as
-/// `COMMON/{a/*.parquet,b/c.parquet}`, and one more for each location whose path below the
-/// common part holds glob characters (Hadoop does not honour an escape inside braces: such an
-/// alternative matched nothing, silently).
+/// The Hadoop glob patterns that read a table's files, each with `file://` (a path without a
+/// scheme is looked up on the cluster's default filesystem, HDFS or S3 on many):
+/// - a Hive `table=NAME` tree as itself (Spark lists it recursively): one pattern per root
+///   however many hosts and hours it holds, and new directories in it are read;
+/// - directories and single files as one pattern, `COMMON/{a/*.parquet,b/c.parquet}`, and one
+///   more for each whose path below the common part holds glob characters (Hadoop does not
+///   honour an escape inside braces: such an alternative matched nothing, silently).
+///
+/// Paths are resolved first: Hadoop normalizes `..` away lexically, which moved `COMMON/{..}`.
 fn patterns(locations: &BTreeSet<Location>) -> Vec<String> {
-    // each location: a literal path, and the glob that follows it
-    let entries: Vec<(&Path, &str)> = locations
-        .iter()
-        .map(|l| match l {
-            Location::Directory(dir) => (dir.as_path(), "/*.parquet"),
-            Location::File(file) => (file.as_path(), ""),
-        })
-        .collect();
+    let resolved = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let uri = |path: &Path| format!("file://{}", escape_glob(&path.display().to_string()));
+    let mut out = Vec::new();
+    // each directory or file: a literal path, and the glob that follows it
+    let mut entries: Vec<(PathBuf, &str)> = Vec::new();
+    for location in locations {
+        match location {
+            Location::Tree(tree) => out.push(uri(&resolved(tree))),
+            Location::Directory(dir) => entries.push((resolved(dir), "/*.parquet")),
+            Location::File(file) => entries.push((resolved(file), "")),
+        }
+    }
     let anchors: Vec<&Path> = entries
         .iter()
         .map(|(path, glob)| {
@@ -162,28 +194,28 @@ fn patterns(locations: &BTreeSet<Location>) -> Vec<String> {
         .collect();
     let common = common_directory(&anchors);
     let mut plain = Vec::new();
-    let mut own = Vec::new();
-    for (path, glob) in entries {
+    for (path, glob) in &entries {
         let below = path
             .strip_prefix(&common)
             .map(|p| p.display().to_string())
             .unwrap_or_default();
         if below.is_empty() || below.contains(|c| "\\*?[]{},".contains(c)) {
-            own.push(format!(
-                "{}{glob}",
-                escape_glob(&path.display().to_string())
-            ));
+            out.push(format!("{}{glob}", uri(path)));
         } else {
             plain.push(format!("{below}{glob}"));
         }
     }
-    let common = escape_glob(common.display().to_string().trim_end_matches('/'));
-    let mut out = match plain.as_slice() {
-        [] => Vec::new(),
-        [one] => vec![format!("{common}/{one}")],
-        many => vec![format!("{common}/{{{}}}", many.join(","))],
+    // the root directory as `file://` and the `/` joined below, not `file:///` and one more
+    let common = if common == Path::new("/") {
+        "file://".to_string()
+    } else {
+        uri(&common)
     };
-    out.extend(own);
+    match plain.as_slice() {
+        [] => {}
+        [one] => out.push(format!("{common}/{one}")),
+        many => out.push(format!("{common}/{{{}}}", many.join(","))),
+    }
     out
 }
 
@@ -204,36 +236,47 @@ fn common_directory(dirs: &[&Path]) -> PathBuf {
     common.unwrap_or_else(|| PathBuf::from("/"))
 }
 
-/// Refuses a table whose (first) file holds timestamps in another unit than the nanoseconds
-/// scaletrace writes: Spark reads them as plain integers (`nanosAsLong`) with the unit the
+/// Refuses a table whose files hold timestamps in another unit than the nanoseconds
+/// scaletrace writes: Spark reads them as plain integers (`nanosAsLong`) in the unit the
 /// schema gives, and a file written by another tool (DuckDB's COPY writes microseconds) would
-/// put every time 1,000 times too early, without an error. (Only the first file is read: a
-/// store that mixes units is not caught here.)
+/// put every time 1,000 times too early, without an error. Read: every file named, and the
+/// first of each directory and tree (footers only; a store that mixes units within one
+/// directory is not caught).
 fn nanosecond_timestamps(table: &TableInfo, locations: &BTreeSet<Location>) -> Result<()> {
     use arrow::datatypes::{DataType, TimeUnit};
-    let Some(file) = locations.iter().find_map(|l| match l {
-        Location::File(f) => Some(f.clone()),
-        Location::Directory(d) => std::fs::read_dir(d)
-            .ok()?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.extension().is_some_and(|e| e == "parquet")),
-    }) else {
-        return Ok(());
+    let first_in = |dir: &Path, recursive: bool| {
+        walkdir::WalkDir::new(dir)
+            .max_depth(if recursive { usize::MAX } else { 1 })
+            .into_iter()
+            .filter_map(|e| e.ok())
+            .find(|e| {
+                e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "parquet")
+            })
+            .map(|e| e.into_path())
     };
-    let schema = std::fs::File::open(&file)
-        .map_err(anyhow::Error::from)
-        .and_then(|f| {
-            Ok(ParquetRecordBatchReaderBuilder::try_new(f)?
-                .schema()
-                .clone())
-        })
-        .with_context(|| format!("reading the schema of {}", file.display()))?;
-    for (name, _) in table
-        .columns
-        .iter()
-        .filter(|(_, ty)| *ty == "TIMESTAMP WITH TIME ZONE")
-    {
-        if let Ok(field) = schema.field_with_name(name) {
+    let files = locations.iter().filter_map(|l| match l {
+        Location::File(f) => Some(f.clone()),
+        Location::Directory(d) => first_in(d, false),
+        Location::Tree(t) => first_in(t, true),
+    });
+    for file in files {
+        let schema = std::fs::File::open(&file)
+            .map_err(anyhow::Error::from)
+            .and_then(|f| {
+                Ok(ParquetRecordBatchReaderBuilder::try_new(f)?
+                    .schema()
+                    .clone())
+            })
+            .with_context(|| format!("reading the schema of {}", file.display()))?;
+        for (name, _) in table
+            .columns
+            .iter()
+            .filter(|(_, ty)| *ty == "TIMESTAMP WITH TIME ZONE")
+        {
+            // a column an older file lacks reads as null
+            let Ok(field) = schema.field_with_name(name) else {
+                continue;
+            };
             if let DataType::Timestamp(unit, _) = field.data_type() {
                 if *unit != TimeUnit::Nanosecond {
                     bail!(
@@ -278,8 +321,10 @@ fn table_views(sources: &Sources) -> Result<String> {
         }
         let locations = sources.locations.get(table.name);
         let Some(locations) = locations.filter(|l| !l.is_empty()) else {
+            // comments on a line of their own: a script split at each `;` that ends a line
+            // (spark.sql takes one statement) must find only statements between
             out.push_str(&format!(
-                "CREATE OR REPLACE TEMPORARY VIEW {} AS SELECT {} WHERE false; -- no files\n",
+                "-- no files\nCREATE OR REPLACE TEMPORARY VIEW {} AS SELECT {} WHERE false;\n",
                 table.name,
                 empty.join(", ")
             ));
@@ -289,9 +334,10 @@ fn table_views(sources: &Sources) -> Result<String> {
         let mut parts = Vec::new();
         for (i, pattern) in patterns(locations).iter().enumerate() {
             let files = format!("{}__files{i}", table.name);
-            // recursiveFileLookup: no partition columns inferred from `host=` directories
+            // recursiveFileLookup: a tree read at any depth, and no partition columns inferred
+            // from its `host=` directories; pathGlobFilter: not the `.partial` files beside
             out.push_str(&format!(
-                "CREATE OR REPLACE TEMPORARY VIEW {files} ({}) USING parquet OPTIONS (path {}, recursiveFileLookup 'true');\n",
+                "CREATE OR REPLACE TEMPORARY VIEW {files} ({}) USING parquet OPTIONS (path {}, recursiveFileLookup 'true', pathGlobFilter '*.parquet');\n",
                 schema.join(", "),
                 quote(pattern)
             ));
@@ -319,24 +365,64 @@ mod tests {
 
     #[test]
     fn one_pattern_for_a_fleet_one_more_per_odd_name() {
+        // (paths that do not exist stay as they are given)
         assert_eq!(
-            patterns(&dirs(&[
-                "/s/table=rtt/d/h/host=a",
-                "/s/table=rtt/d/h/host=b"
-            ])),
-            ["/s/table=rtt/d/h/{host=a/*.parquet,host=b/*.parquet}"]
+            patterns(&dirs(&["/s/n1/rtt", "/s/n2/rtt"])),
+            ["file:///s/{n1/rtt/*.parquet,n2/rtt/*.parquet}"]
         );
         assert_eq!(
             patterns(&dirs(&["/s/run[1]/n1/rtt"])),
-            ["/s/run\\[1\\]/n1/rtt/*.parquet"]
+            ["file:///s/run\\[1\\]/n1/rtt/*.parquet"]
         );
         assert_eq!(
             patterns(&dirs(&["/s/n1/rtt", "/s/n{2},x/rtt"])),
-            ["/s/n1/rtt/*.parquet", "/s/n\\{2\\}\\,x/rtt/*.parquet"]
+            [
+                "file:///s/n\\{2\\}\\,x/rtt/*.parquet",
+                "file:///s/n1/rtt/*.parquet"
+            ]
         );
         let mut mixed = dirs(&["/s/n1/rtt"]);
         mixed.insert(Location::File(PathBuf::from("/s/n2/rtt/a.parquet")));
-        assert_eq!(patterns(&mixed), ["/s/{n1/rtt/*.parquet,n2/rtt/a.parquet}"]);
+        mixed.insert(Location::Tree(PathBuf::from("/spool/table=rtt")));
+        assert_eq!(
+            patterns(&mixed),
+            [
+                "file:///spool/table=rtt",
+                "file:///s/{n1/rtt/*.parquet,n2/rtt/a.parquet}"
+            ]
+        );
+        assert_eq!(
+            patterns(&dirs(&["/a/rtt", "/b/rtt"])),
+            ["file:///{a/rtt/*.parquet,b/rtt/*.parquet}"]
+        );
+    }
+
+    #[test]
+    fn a_path_is_resolved_before_its_pattern_is_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(real.join("proj")).unwrap();
+        std::fs::create_dir_all(real.join("s1/rtt")).unwrap();
+        std::fs::create_dir_all(real.join("s2/rtt")).unwrap();
+        let locations = dirs(&[
+            &real.join("proj/../s1/rtt").display().to_string(),
+            &real.join("s2/rtt").display().to_string(),
+        ]);
+        assert_eq!(
+            patterns(&locations),
+            [format!(
+                "file://{}/{{s1/rtt/*.parquet,s2/rtt/*.parquet}}",
+                real.display()
+            )]
+        );
+    }
+
+    #[test]
+    fn a_comment_after_a_statement_goes_before_its_end() {
+        assert_eq!(
+            own_line_comments("SELECT\n  1 AS a, -- one\n  2 AS b; -- two\nSELECT 'x; -- y';\n"),
+            "SELECT\n  1 AS a, -- one\n  2 AS b -- two\n;\nSELECT 'x; -- y';\n"
+        );
     }
 
     #[test]

@@ -175,14 +175,15 @@ def fixed(value, digits):
 def general(value, precision):
     """C's %.Pg in Spark SQL: P significant digits, trailing zeros dropped, an exponent below
     1e-4 or from 10^P on (Java's %g keeps the zeros and writes no exponent below 10^P)."""
-    x = value.sql(dialect="spark")
+    x = f"({value.sql(dialect='spark')})"
     e1 = f"floor(log10(abs({x})))"
     # the exponent after rounding: 9.996 is 10.0 at three digits
     e = f"({e1} + IF(abs({x}) / power(10, {e1}) >= {10 - 5 * 10 ** -precision!r}, 1, 0))"
     plain = strip_zeros(fixed(x, f"{precision - 1} - {e}"))
     mantissa = strip_zeros(fixed(f"{x} / power(10, {e})", str(precision - 1)))
+    # at least two exponent digits, as C (lpad would also cut a third)
     scientific = (f"concat({mantissa}, 'e', IF({e} < 0, '-', '+'), "
-                  f"lpad(CAST(abs({e}) AS STRING), 2, '0'))")
+                  f"IF(abs({e}) < 10, '0', ''), CAST(abs({e}) AS STRING))")
     return sqlglot.parse_one(
         f"CASE WHEN {x} = 0 THEN '0' WHEN {e} >= -4 AND {e} < {precision} THEN {plain} "
         f"ELSE {scientific} END", read="spark")

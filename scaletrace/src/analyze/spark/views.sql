@@ -5500,18 +5500,32 @@ WITH late_rank AS (
           )
         ),
         CASE
-          WHEN 100 * st_retrans_peer.retrans_ratio = 0
+          WHEN (
+            100 * st_retrans_peer.retrans_ratio
+          ) = 0
           THEN '0'
           WHEN (
-            FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio))) + IF(
-              ABS(100 * st_retrans_peer.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio)))) >= 9.995,
+            FLOOR(LOG(10, ABS((
+              100 * st_retrans_peer.retrans_ratio
+            )))) + IF(
+              ABS((
+                100 * st_retrans_peer.retrans_ratio
+              )) / POWER(10, FLOOR(LOG(10, ABS((
+                100 * st_retrans_peer.retrans_ratio
+              ))))) >= 9.995,
               1,
               0
             )
           ) >= -4
           AND (
-            FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio))) + IF(
-              ABS(100 * st_retrans_peer.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio)))) >= 9.995,
+            FLOOR(LOG(10, ABS((
+              100 * st_retrans_peer.retrans_ratio
+            )))) + IF(
+              ABS((
+                100 * st_retrans_peer.retrans_ratio
+              )) / POWER(10, FLOOR(LOG(10, ABS((
+                100 * st_retrans_peer.retrans_ratio
+              ))))) >= 9.995,
               1,
               0
             )
@@ -5519,12 +5533,20 @@ WITH late_rank AS (
           THEN REGEXP_REPLACE(
             REGEXP_REPLACE(
               FORMAT_NUMBER(
-                100 * st_retrans_peer.retrans_ratio,
+                (
+                  100 * st_retrans_peer.retrans_ratio
+                ),
                 IF(
                   (
                     2 - (
-                      FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio))) + IF(
-                        ABS(100 * st_retrans_peer.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio)))) >= 9.995,
+                      FLOOR(LOG(10, ABS((
+                        100 * st_retrans_peer.retrans_ratio
+                      )))) + IF(
+                        ABS((
+                          100 * st_retrans_peer.retrans_ratio
+                        )) / POWER(10, FLOOR(LOG(10, ABS((
+                          100 * st_retrans_peer.retrans_ratio
+                        ))))) >= 9.995,
                         1,
                         0
                       )
@@ -5535,8 +5557,14 @@ WITH late_rank AS (
                     REPEAT(
                       '0',
                       2 - (
-                        FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio))) + IF(
-                          ABS(100 * st_retrans_peer.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio)))) >= 9.995,
+                        FLOOR(LOG(10, ABS((
+                          100 * st_retrans_peer.retrans_ratio
+                        )))) + IF(
+                          ABS((
+                            100 * st_retrans_peer.retrans_ratio
+                          )) / POWER(10, FLOOR(LOG(10, ABS((
+                            100 * st_retrans_peer.retrans_ratio
+                          ))))) >= 9.995,
                           1,
                           0
                         )
@@ -5556,11 +5584,19 @@ WITH late_rank AS (
             REGEXP_REPLACE(
               REGEXP_REPLACE(
                 FORMAT_NUMBER(
-                  100 * st_retrans_peer.retrans_ratio / POWER(
+                  (
+                    100 * st_retrans_peer.retrans_ratio
+                  ) / POWER(
                     10,
                     (
-                      FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio))) + IF(
-                        ABS(100 * st_retrans_peer.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio)))) >= 9.995,
+                      FLOOR(LOG(10, ABS((
+                        100 * st_retrans_peer.retrans_ratio
+                      )))) + IF(
+                        ABS((
+                          100 * st_retrans_peer.retrans_ratio
+                        )) / POWER(10, FLOOR(LOG(10, ABS((
+                          100 * st_retrans_peer.retrans_ratio
+                        ))))) >= 9.995,
                         1,
                         0
                       )
@@ -5579,8 +5615,14 @@ WITH late_rank AS (
             'e',
             IF(
               (
-                FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio))) + IF(
-                  ABS(100 * st_retrans_peer.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio)))) >= 9.995,
+                FLOOR(LOG(10, ABS((
+                  100 * st_retrans_peer.retrans_ratio
+                )))) + IF(
+                  ABS((
+                    100 * st_retrans_peer.retrans_ratio
+                  )) / POWER(10, FLOOR(LOG(10, ABS((
+                    100 * st_retrans_peer.retrans_ratio
+                  ))))) >= 9.995,
                   1,
                   0
                 )
@@ -5588,19 +5630,40 @@ WITH late_rank AS (
               '-',
               '+'
             ),
-            LPAD(
-              CAST(ABS(
+            IF(
+              ABS(
                 (
-                  FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio))) + IF(
-                    ABS(100 * st_retrans_peer.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_peer.retrans_ratio)))) >= 9.995,
+                  FLOOR(LOG(10, ABS((
+                    100 * st_retrans_peer.retrans_ratio
+                  )))) + IF(
+                    ABS((
+                      100 * st_retrans_peer.retrans_ratio
+                    )) / POWER(10, FLOOR(LOG(10, ABS((
+                      100 * st_retrans_peer.retrans_ratio
+                    ))))) >= 9.995,
                     1,
                     0
                   )
                 )
-              ) AS STRING),
-              2,
-              '0'
-            )
+              ) < 10,
+              '0',
+              ''
+            ),
+            CAST(ABS(
+              (
+                FLOOR(LOG(10, ABS((
+                  100 * st_retrans_peer.retrans_ratio
+                )))) + IF(
+                  ABS((
+                    100 * st_retrans_peer.retrans_ratio
+                  )) / POWER(10, FLOOR(LOG(10, ABS((
+                    100 * st_retrans_peer.retrans_ratio
+                  ))))) >= 9.995,
+                  1,
+                  0
+                )
+              )
+            ) AS STRING)
           )
         END,
         (
@@ -5809,18 +5872,32 @@ WITH late_rank AS (
         ),
         COALESCE(' sent toward ' || st_retrans_interface.toward, ''),
         CASE
-          WHEN 100 * st_retrans_interface.retrans_ratio = 0
+          WHEN (
+            100 * st_retrans_interface.retrans_ratio
+          ) = 0
           THEN '0'
           WHEN (
-            FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio))) + IF(
-              ABS(100 * st_retrans_interface.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio)))) >= 9.995,
+            FLOOR(LOG(10, ABS((
+              100 * st_retrans_interface.retrans_ratio
+            )))) + IF(
+              ABS((
+                100 * st_retrans_interface.retrans_ratio
+              )) / POWER(10, FLOOR(LOG(10, ABS((
+                100 * st_retrans_interface.retrans_ratio
+              ))))) >= 9.995,
               1,
               0
             )
           ) >= -4
           AND (
-            FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio))) + IF(
-              ABS(100 * st_retrans_interface.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio)))) >= 9.995,
+            FLOOR(LOG(10, ABS((
+              100 * st_retrans_interface.retrans_ratio
+            )))) + IF(
+              ABS((
+                100 * st_retrans_interface.retrans_ratio
+              )) / POWER(10, FLOOR(LOG(10, ABS((
+                100 * st_retrans_interface.retrans_ratio
+              ))))) >= 9.995,
               1,
               0
             )
@@ -5828,12 +5905,20 @@ WITH late_rank AS (
           THEN REGEXP_REPLACE(
             REGEXP_REPLACE(
               FORMAT_NUMBER(
-                100 * st_retrans_interface.retrans_ratio,
+                (
+                  100 * st_retrans_interface.retrans_ratio
+                ),
                 IF(
                   (
                     2 - (
-                      FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio))) + IF(
-                        ABS(100 * st_retrans_interface.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio)))) >= 9.995,
+                      FLOOR(LOG(10, ABS((
+                        100 * st_retrans_interface.retrans_ratio
+                      )))) + IF(
+                        ABS((
+                          100 * st_retrans_interface.retrans_ratio
+                        )) / POWER(10, FLOOR(LOG(10, ABS((
+                          100 * st_retrans_interface.retrans_ratio
+                        ))))) >= 9.995,
                         1,
                         0
                       )
@@ -5844,8 +5929,14 @@ WITH late_rank AS (
                     REPEAT(
                       '0',
                       2 - (
-                        FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio))) + IF(
-                          ABS(100 * st_retrans_interface.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio)))) >= 9.995,
+                        FLOOR(LOG(10, ABS((
+                          100 * st_retrans_interface.retrans_ratio
+                        )))) + IF(
+                          ABS((
+                            100 * st_retrans_interface.retrans_ratio
+                          )) / POWER(10, FLOOR(LOG(10, ABS((
+                            100 * st_retrans_interface.retrans_ratio
+                          ))))) >= 9.995,
                           1,
                           0
                         )
@@ -5865,11 +5956,19 @@ WITH late_rank AS (
             REGEXP_REPLACE(
               REGEXP_REPLACE(
                 FORMAT_NUMBER(
-                  100 * st_retrans_interface.retrans_ratio / POWER(
+                  (
+                    100 * st_retrans_interface.retrans_ratio
+                  ) / POWER(
                     10,
                     (
-                      FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio))) + IF(
-                        ABS(100 * st_retrans_interface.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio)))) >= 9.995,
+                      FLOOR(LOG(10, ABS((
+                        100 * st_retrans_interface.retrans_ratio
+                      )))) + IF(
+                        ABS((
+                          100 * st_retrans_interface.retrans_ratio
+                        )) / POWER(10, FLOOR(LOG(10, ABS((
+                          100 * st_retrans_interface.retrans_ratio
+                        ))))) >= 9.995,
                         1,
                         0
                       )
@@ -5888,8 +5987,14 @@ WITH late_rank AS (
             'e',
             IF(
               (
-                FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio))) + IF(
-                  ABS(100 * st_retrans_interface.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio)))) >= 9.995,
+                FLOOR(LOG(10, ABS((
+                  100 * st_retrans_interface.retrans_ratio
+                )))) + IF(
+                  ABS((
+                    100 * st_retrans_interface.retrans_ratio
+                  )) / POWER(10, FLOOR(LOG(10, ABS((
+                    100 * st_retrans_interface.retrans_ratio
+                  ))))) >= 9.995,
                   1,
                   0
                 )
@@ -5897,19 +6002,40 @@ WITH late_rank AS (
               '-',
               '+'
             ),
-            LPAD(
-              CAST(ABS(
+            IF(
+              ABS(
                 (
-                  FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio))) + IF(
-                    ABS(100 * st_retrans_interface.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_interface.retrans_ratio)))) >= 9.995,
+                  FLOOR(LOG(10, ABS((
+                    100 * st_retrans_interface.retrans_ratio
+                  )))) + IF(
+                    ABS((
+                      100 * st_retrans_interface.retrans_ratio
+                    )) / POWER(10, FLOOR(LOG(10, ABS((
+                      100 * st_retrans_interface.retrans_ratio
+                    ))))) >= 9.995,
                     1,
                     0
                   )
                 )
-              ) AS STRING),
-              2,
-              '0'
-            )
+              ) < 10,
+              '0',
+              ''
+            ),
+            CAST(ABS(
+              (
+                FLOOR(LOG(10, ABS((
+                  100 * st_retrans_interface.retrans_ratio
+                )))) + IF(
+                  ABS((
+                    100 * st_retrans_interface.retrans_ratio
+                  )) / POWER(10, FLOOR(LOG(10, ABS((
+                    100 * st_retrans_interface.retrans_ratio
+                  ))))) >= 9.995,
+                  1,
+                  0
+                )
+              )
+            ) AS STRING)
           )
         END,
         (
@@ -6051,18 +6177,32 @@ WITH late_rank AS (
         st_retrans_flow.flow_label,
         st_retrans_flow.retransmits,
         CASE
-          WHEN 100 * st_retrans_flow.retrans_ratio = 0
+          WHEN (
+            100 * st_retrans_flow.retrans_ratio
+          ) = 0
           THEN '0'
           WHEN (
-            FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio))) + IF(
-              ABS(100 * st_retrans_flow.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio)))) >= 9.995,
+            FLOOR(LOG(10, ABS((
+              100 * st_retrans_flow.retrans_ratio
+            )))) + IF(
+              ABS((
+                100 * st_retrans_flow.retrans_ratio
+              )) / POWER(10, FLOOR(LOG(10, ABS((
+                100 * st_retrans_flow.retrans_ratio
+              ))))) >= 9.995,
               1,
               0
             )
           ) >= -4
           AND (
-            FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio))) + IF(
-              ABS(100 * st_retrans_flow.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio)))) >= 9.995,
+            FLOOR(LOG(10, ABS((
+              100 * st_retrans_flow.retrans_ratio
+            )))) + IF(
+              ABS((
+                100 * st_retrans_flow.retrans_ratio
+              )) / POWER(10, FLOOR(LOG(10, ABS((
+                100 * st_retrans_flow.retrans_ratio
+              ))))) >= 9.995,
               1,
               0
             )
@@ -6070,12 +6210,20 @@ WITH late_rank AS (
           THEN REGEXP_REPLACE(
             REGEXP_REPLACE(
               FORMAT_NUMBER(
-                100 * st_retrans_flow.retrans_ratio,
+                (
+                  100 * st_retrans_flow.retrans_ratio
+                ),
                 IF(
                   (
                     2 - (
-                      FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio))) + IF(
-                        ABS(100 * st_retrans_flow.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio)))) >= 9.995,
+                      FLOOR(LOG(10, ABS((
+                        100 * st_retrans_flow.retrans_ratio
+                      )))) + IF(
+                        ABS((
+                          100 * st_retrans_flow.retrans_ratio
+                        )) / POWER(10, FLOOR(LOG(10, ABS((
+                          100 * st_retrans_flow.retrans_ratio
+                        ))))) >= 9.995,
                         1,
                         0
                       )
@@ -6086,8 +6234,14 @@ WITH late_rank AS (
                     REPEAT(
                       '0',
                       2 - (
-                        FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio))) + IF(
-                          ABS(100 * st_retrans_flow.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio)))) >= 9.995,
+                        FLOOR(LOG(10, ABS((
+                          100 * st_retrans_flow.retrans_ratio
+                        )))) + IF(
+                          ABS((
+                            100 * st_retrans_flow.retrans_ratio
+                          )) / POWER(10, FLOOR(LOG(10, ABS((
+                            100 * st_retrans_flow.retrans_ratio
+                          ))))) >= 9.995,
                           1,
                           0
                         )
@@ -6107,11 +6261,19 @@ WITH late_rank AS (
             REGEXP_REPLACE(
               REGEXP_REPLACE(
                 FORMAT_NUMBER(
-                  100 * st_retrans_flow.retrans_ratio / POWER(
+                  (
+                    100 * st_retrans_flow.retrans_ratio
+                  ) / POWER(
                     10,
                     (
-                      FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio))) + IF(
-                        ABS(100 * st_retrans_flow.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio)))) >= 9.995,
+                      FLOOR(LOG(10, ABS((
+                        100 * st_retrans_flow.retrans_ratio
+                      )))) + IF(
+                        ABS((
+                          100 * st_retrans_flow.retrans_ratio
+                        )) / POWER(10, FLOOR(LOG(10, ABS((
+                          100 * st_retrans_flow.retrans_ratio
+                        ))))) >= 9.995,
                         1,
                         0
                       )
@@ -6130,8 +6292,14 @@ WITH late_rank AS (
             'e',
             IF(
               (
-                FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio))) + IF(
-                  ABS(100 * st_retrans_flow.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio)))) >= 9.995,
+                FLOOR(LOG(10, ABS((
+                  100 * st_retrans_flow.retrans_ratio
+                )))) + IF(
+                  ABS((
+                    100 * st_retrans_flow.retrans_ratio
+                  )) / POWER(10, FLOOR(LOG(10, ABS((
+                    100 * st_retrans_flow.retrans_ratio
+                  ))))) >= 9.995,
                   1,
                   0
                 )
@@ -6139,19 +6307,40 @@ WITH late_rank AS (
               '-',
               '+'
             ),
-            LPAD(
-              CAST(ABS(
+            IF(
+              ABS(
                 (
-                  FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio))) + IF(
-                    ABS(100 * st_retrans_flow.retrans_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_retrans_flow.retrans_ratio)))) >= 9.995,
+                  FLOOR(LOG(10, ABS((
+                    100 * st_retrans_flow.retrans_ratio
+                  )))) + IF(
+                    ABS((
+                      100 * st_retrans_flow.retrans_ratio
+                    )) / POWER(10, FLOOR(LOG(10, ABS((
+                      100 * st_retrans_flow.retrans_ratio
+                    ))))) >= 9.995,
                     1,
                     0
                   )
                 )
-              ) AS STRING),
-              2,
-              '0'
-            )
+              ) < 10,
+              '0',
+              ''
+            ),
+            CAST(ABS(
+              (
+                FLOOR(LOG(10, ABS((
+                  100 * st_retrans_flow.retrans_ratio
+                )))) + IF(
+                  ABS((
+                    100 * st_retrans_flow.retrans_ratio
+                  )) / POWER(10, FLOOR(LOG(10, ABS((
+                    100 * st_retrans_flow.retrans_ratio
+                  ))))) >= 9.995,
+                  1,
+                  0
+                )
+              )
+            ) AS STRING)
           )
         END,
         FORMAT_NUMBER(st_retrans_flow.retrans_per_s, IF((
@@ -6264,18 +6453,32 @@ WITH late_rank AS (
         st_rdma_device.retry_events,
         st_rdma_device.packets,
         CASE
-          WHEN 100 * st_rdma_device.loss_ratio = 0
+          WHEN (
+            100 * st_rdma_device.loss_ratio
+          ) = 0
           THEN '0'
           WHEN (
-            FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio))) + IF(
-              ABS(100 * st_rdma_device.loss_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio)))) >= 9.995,
+            FLOOR(LOG(10, ABS((
+              100 * st_rdma_device.loss_ratio
+            )))) + IF(
+              ABS((
+                100 * st_rdma_device.loss_ratio
+              )) / POWER(10, FLOOR(LOG(10, ABS((
+                100 * st_rdma_device.loss_ratio
+              ))))) >= 9.995,
               1,
               0
             )
           ) >= -4
           AND (
-            FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio))) + IF(
-              ABS(100 * st_rdma_device.loss_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio)))) >= 9.995,
+            FLOOR(LOG(10, ABS((
+              100 * st_rdma_device.loss_ratio
+            )))) + IF(
+              ABS((
+                100 * st_rdma_device.loss_ratio
+              )) / POWER(10, FLOOR(LOG(10, ABS((
+                100 * st_rdma_device.loss_ratio
+              ))))) >= 9.995,
               1,
               0
             )
@@ -6283,12 +6486,20 @@ WITH late_rank AS (
           THEN REGEXP_REPLACE(
             REGEXP_REPLACE(
               FORMAT_NUMBER(
-                100 * st_rdma_device.loss_ratio,
+                (
+                  100 * st_rdma_device.loss_ratio
+                ),
                 IF(
                   (
                     2 - (
-                      FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio))) + IF(
-                        ABS(100 * st_rdma_device.loss_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio)))) >= 9.995,
+                      FLOOR(LOG(10, ABS((
+                        100 * st_rdma_device.loss_ratio
+                      )))) + IF(
+                        ABS((
+                          100 * st_rdma_device.loss_ratio
+                        )) / POWER(10, FLOOR(LOG(10, ABS((
+                          100 * st_rdma_device.loss_ratio
+                        ))))) >= 9.995,
                         1,
                         0
                       )
@@ -6299,8 +6510,14 @@ WITH late_rank AS (
                     REPEAT(
                       '0',
                       2 - (
-                        FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio))) + IF(
-                          ABS(100 * st_rdma_device.loss_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio)))) >= 9.995,
+                        FLOOR(LOG(10, ABS((
+                          100 * st_rdma_device.loss_ratio
+                        )))) + IF(
+                          ABS((
+                            100 * st_rdma_device.loss_ratio
+                          )) / POWER(10, FLOOR(LOG(10, ABS((
+                            100 * st_rdma_device.loss_ratio
+                          ))))) >= 9.995,
                           1,
                           0
                         )
@@ -6320,11 +6537,19 @@ WITH late_rank AS (
             REGEXP_REPLACE(
               REGEXP_REPLACE(
                 FORMAT_NUMBER(
-                  100 * st_rdma_device.loss_ratio / POWER(
+                  (
+                    100 * st_rdma_device.loss_ratio
+                  ) / POWER(
                     10,
                     (
-                      FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio))) + IF(
-                        ABS(100 * st_rdma_device.loss_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio)))) >= 9.995,
+                      FLOOR(LOG(10, ABS((
+                        100 * st_rdma_device.loss_ratio
+                      )))) + IF(
+                        ABS((
+                          100 * st_rdma_device.loss_ratio
+                        )) / POWER(10, FLOOR(LOG(10, ABS((
+                          100 * st_rdma_device.loss_ratio
+                        ))))) >= 9.995,
                         1,
                         0
                       )
@@ -6343,8 +6568,14 @@ WITH late_rank AS (
             'e',
             IF(
               (
-                FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio))) + IF(
-                  ABS(100 * st_rdma_device.loss_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio)))) >= 9.995,
+                FLOOR(LOG(10, ABS((
+                  100 * st_rdma_device.loss_ratio
+                )))) + IF(
+                  ABS((
+                    100 * st_rdma_device.loss_ratio
+                  )) / POWER(10, FLOOR(LOG(10, ABS((
+                    100 * st_rdma_device.loss_ratio
+                  ))))) >= 9.995,
                   1,
                   0
                 )
@@ -6352,19 +6583,40 @@ WITH late_rank AS (
               '-',
               '+'
             ),
-            LPAD(
-              CAST(ABS(
+            IF(
+              ABS(
                 (
-                  FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio))) + IF(
-                    ABS(100 * st_rdma_device.loss_ratio) / POWER(10, FLOOR(LOG(10, ABS(100 * st_rdma_device.loss_ratio)))) >= 9.995,
+                  FLOOR(LOG(10, ABS((
+                    100 * st_rdma_device.loss_ratio
+                  )))) + IF(
+                    ABS((
+                      100 * st_rdma_device.loss_ratio
+                    )) / POWER(10, FLOOR(LOG(10, ABS((
+                      100 * st_rdma_device.loss_ratio
+                    ))))) >= 9.995,
                     1,
                     0
                   )
                 )
-              ) AS STRING),
-              2,
-              '0'
-            )
+              ) < 10,
+              '0',
+              ''
+            ),
+            CAST(ABS(
+              (
+                FLOOR(LOG(10, ABS((
+                  100 * st_rdma_device.loss_ratio
+                )))) + IF(
+                  ABS((
+                    100 * st_rdma_device.loss_ratio
+                  )) / POWER(10, FLOOR(LOG(10, ABS((
+                    100 * st_rdma_device.loss_ratio
+                  ))))) >= 9.995,
+                  1,
+                  0
+                )
+              )
+            ) AS STRING)
           )
         END,
         st_rdma_device.loss_counters,
