@@ -78,11 +78,13 @@ def test_random_loss_shows_up_as_retransmits(net, tmp_path):
     # Per-packet events and the kernel's own counter tell the same story (no rate limiting at this rate).
     assert count <= total_retrans
     assert rec.query("SELECT retransmits_over_rate, ring_drops FROM capture")[0] == (0, 0)
-    # Lost segments, not late ones: the receiver already had few of those resent. Not none: a
-    # retransmission timeout resends everything outstanding, some of which had arrived (one
-    # such run here: 90 of 539); reordering has most of them (the reordering test below).
+    # Lost segments, not only late ones: some of what was resent had never arrived, so not every
+    # retransmit drew a DSACK (under pure reordering nearly all do: the reordering test below).
+    # How many did depends on the machine's timing, not on the recorder: a retransmission
+    # timeout resends everything outstanding, some of which had arrived. Runs here saw 90 of
+    # 539; a slower CI machine 731 of 1529, which an earlier bound (a third) failed.
     (dsack_dups,) = rec.query(f"SELECT dsack_dups FROM flows WHERE flow_id = {flow_id}")[0]
-    assert dsack_dups is not None and dsack_dups * 3 <= total_retrans, (dsack_dups, total_retrans)
+    assert dsack_dups is not None and dsack_dups < total_retrans, (dsack_dups, total_retrans)
     # The flow's windows (1 s) add up to its totals, retransmits and recovery time included.
     windows = rec.query(f"""
         SELECT sum(bytes_sent), sum(retrans_segments), sum(retransmit_events), sum(loss_recovery_ns),
