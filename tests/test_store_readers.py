@@ -45,7 +45,10 @@ def test_every_table_of_a_spool_reads_the_same_in_duckdb_polars_pyarrow_and_spar
     traffic = Traffic(net, 3)
     # several rotations: the tables without rows (no RDMA, NCCL or GPU here) get a file once
     agent = Agent(spool, "--rotate-interval", "1s")
-    time.sleep(3.5)
+    # two rotations' files, then the stop's (polled: a rotation's period depends on the machine)
+    deadline = time.time() + 30
+    while len(list((spool / "table=capture").rglob("*.parquet"))) < 2 and time.time() < deadline:
+        time.sleep(0.2)
     assert agent.stop() == 0, agent.stderr
     assert traffic.connections() > 0
     tables = recorded_tables()
