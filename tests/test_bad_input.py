@@ -36,6 +36,32 @@ def test_bad_flags_are_rejected_by_name(args, expected):
     assert expected in proc.stderr
 
 
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+@pytest.mark.parametrize("args", [
+    ["schema"],
+    ["sql", "--dialect", "spark", os.path.join(DATA, "loss-gap-after-onset")],
+])
+def test_a_reader_that_stops_early_is_no_error(args):
+    """`scaletrace sql ... | head`: the closed pipe ends the output quietly (it panicked, with a
+    backtrace). Both outputs are larger than a pipe's buffer."""
+    proc = subprocess.Popen([BIN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline()
+    proc.stdout.close()
+    stderr = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 0 and stderr == "", stderr
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--spark-tables", "/x"], "--spark-tables is for --dialect spark"),
+    (["--dialect", "spark", "--views-only", "--spark-tables", "/x"], "--views-only writes none"),
+])
+def test_spark_tables_only_where_they_are_written(args, expected):
+    proc = run("sql", *args, os.path.join(DATA, "loss-gap-after-onset"))
+    assert proc.returncode == 1 and expected in error_line(proc), proc.stderr
+
+
 def test_help_explains_every_flag():
     out = run("record", "--help").stdout
     for flag in ("--duration", "--out", "--port", "--cidr", "--netns", "--cgroup", "--pid",

@@ -165,3 +165,30 @@ def test_a_store_with_other_timestamps_than_nanoseconds_is_refused_for_spark(tmp
     assert "nanoseconds" in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
     nanosecond_timestamps(store)
     assert "CREATE OR REPLACE TEMPORARY VIEW st_finding" in script(store, [], "spark")
+
+
+def test_a_later_session_writes_the_building_blocks_over_what_an_earlier_one_left(spark, tmp_path):
+    """A session without a metastore (plain pyspark, spark-sql) forgets its tables but not their
+    files: with tables in the warehouse, a second run there stopped at LOCATION_ALREADY_EXISTS.
+    Each building block is written over what is at its location, by default in the session's
+    warehouse, else under --spark-tables."""
+    store = DATA / "rate-limit-overflow"
+    expected = duckdb_run(store, []).execute("SELECT count(*) FROM st_rtt_window").fetchone()[0]
+    tables = tmp_path / "tables"
+    leftover = tables / "st_rtt_window__computed" / "part-00000-earlier-run.parquet"
+    leftover.parent.mkdir(parents=True)
+    pq.write_table(pa.table({"x": [1, 2, 3]}), leftover)
+    warehouse = spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")
+    for args, location in ([], Path(warehouse) / "scaletrace"), (["--spark-tables", f"file://{tables}"], tables):
+        for _ in range(2):
+            # the script up to its first building block, as a run in a new session would begin
+            text = script(store, args, "spark")
+            first = text.index("CREATE OR REPLACE TEMPORARY VIEW st_rtt_window AS SELECT * FROM st_rtt_window__computed")
+            for sql in re.split(r";\n", text[:first]):
+                if re.sub(r"--[^\n]*", "", sql).strip():
+                    spark.sql(sql)
+            spark.sql("DROP TABLE st_rtt_window__computed")  # forgotten, as by a new session
+        assert location != tables or not leftover.exists()
+        assert list((location / "st_rtt_window__computed").glob("*.parquet")), location
+        read = spark.read.parquet(f"file://{location}/st_rtt_window__computed").count()
+        assert read == expected, (read, expected)

@@ -105,11 +105,8 @@ fn main() -> ExitCode {
         Command::Import(args) => import::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Analyze(args) => analyze::run(args),
-        Command::Sql(args) => analyze::sql(args),
-        Command::Schema => {
-            print!("{}", schema_doc::render());
-            Ok(())
-        }
+        Command::Sql(args) => analyze::sql(args).and_then(|text| to_stdout(&text)),
+        Command::Schema => to_stdout(&schema_doc::render()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -118,6 +115,17 @@ fn main() -> ExitCode {
             eprintln!("scaletrace: error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// A command's output. A reader that stops early (`| head`) is not an error: `print!` would
+/// panic on the broken pipe, with a backtrace.
+fn to_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
     }
 }
 

@@ -146,6 +146,13 @@ pub struct SqlArgs {
     /// spool); binding the verdict's nested views alone can take tens of seconds.
     #[arg(long)]
     pub views_only: bool,
+
+    /// Spark only: the directory (a URI the whole cluster reads, e.g. hdfs://…, s3a://…)
+    /// where the building blocks' tables are written, one subdirectory each, overwritten at
+    /// each run. Two analyses at once need a directory each. Default: `scaletrace` in the
+    /// session's warehouse (`${spark.sql.warehouse.dir}/scaletrace`).
+    #[arg(long, value_name = "URI")]
+    pub spark_tables: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -350,7 +357,16 @@ pub fn script(
     }
 }
 
-pub fn sql(args: SqlArgs) -> Result<()> {
+/// The script `scaletrace sql` prints.
+pub fn sql(args: SqlArgs) -> Result<String> {
+    if args.spark_tables.is_some() && args.dialect != Dialect::Spark {
+        bail!(
+            "--spark-tables is for --dialect spark (DuckDB's building blocks are temporary tables)"
+        );
+    }
+    if args.spark_tables.is_some() && args.views_only {
+        bail!("--spark-tables names where the building blocks' tables go, and --views-only writes none: give one of them");
+    }
     let sources = sources::discover(&args.paths)?;
     let params = Params::new(args.window, &args.set)?;
     let baseline = read_baseline(
@@ -362,10 +378,18 @@ pub fn sql(args: SqlArgs) -> Result<()> {
     )?;
     let text = match args.dialect {
         Dialect::Duckdb => script(&sources, &params, baseline.as_ref(), args.views_only)?,
-        Dialect::Spark => spark::script(&sources, &params, baseline.as_ref(), args.views_only)?,
+        Dialect::Spark => spark::script(
+            &sources,
+            &params,
+            baseline.as_ref(),
+            (!args.views_only).then_some(
+                args.spark_tables
+                    .as_deref()
+                    .unwrap_or(spark::DEFAULT_TABLES_DIR),
+            ),
+        )?,
     };
-    print!("{text}");
-    Ok(())
+    Ok(text)
 }
 
 /// The baseline run's step time, analyzed with the same window and thresholds; None without
