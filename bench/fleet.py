@@ -233,6 +233,17 @@ ring) is congested for a sixth of the run. `analyze --no-report --json`
 """ + (f"\n{meta['note']}\n" if meta.get("note") else "")
 
 
+def render(out, note, markdown):
+    """OUT.md written again from OUT.json, with `note` if given."""
+    with open(out + ".json") as f:
+        meta = json.load(f)
+    meta["note"] = note or meta.get("note")
+    with open(out + ".json", "w") as f:
+        json.dump(meta, f, indent=1)
+    with open(out + ".md", "w") as f:
+        f.write(markdown(meta))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", type=int, default=64)
@@ -253,14 +264,7 @@ def main():
     points = ([tuple(int(x) for x in p.split("x")) for p in args.points.split(",")] if args.points
               else [(args.nodes, args.minutes)])
     if args.render:
-        with open(args.out + ".json") as f:
-            meta = json.load(f)
-        meta["note"] = args.note or meta.get("note")
-        with open(args.out + ".json", "w") as f:
-            json.dump(meta, f, indent=1)
-        with open(args.out + ".md", "w") as f:
-            f.write(markdown(meta, args.out))
-        return
+        return render(args.out, args.note, lambda meta: markdown(meta, args.out))
     results = []
     for nodes, minutes in points:
         results.append(point(args, nodes, minutes))

@@ -27,7 +27,9 @@ ROOT = os.path.join(HERE, "..")
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "scaletrace", "src", "analyze", "spark"))
 
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 import fleet  # noqa: E402
+from findings_rows import comparable  # noqa: E402
 
 
 def nanosecond_timestamps(store):
@@ -114,17 +116,6 @@ def engine_main(args):
         peak = jvm_peak_rss_gb()
     print(json.dumps({"views_s": views, "findings_s": query, "jvm_peak_rss_gb": peak,
                       "findings": findings}, default=str))
-
-
-def comparable(rows):
-    """Rows as sorted JSON, floats to 6 digits (tests/test_spark_views.py compares the same way)."""
-    def value(v):
-        if isinstance(v, float):
-            return round(v, 6)
-        if isinstance(v, (list, tuple)):
-            return [value(x) for x in v]
-        return v
-    return sorted(json.dumps({k: value(v) for k, v in r.items()}, sort_keys=True, default=str) for r in rows)
 
 
 def engine(name, sql_path, args):
@@ -218,14 +209,7 @@ def main():
     if args.engine:
         return engine_main(args)
     if args.render:
-        with open(args.out + ".json") as f:
-            meta = json.load(f)
-        meta["note"] = args.note or meta.get("note")
-        with open(args.out + ".json", "w") as f:
-            json.dump(meta, f, indent=1)
-        with open(args.out + ".md", "w") as f:
-            f.write(markdown(meta))
-        return
+        return fleet.render(args.out, args.note, markdown)
     results = []
     for spec in args.points.split(","):
         nodes, minutes = (int(x) for x in spec.split("x"))

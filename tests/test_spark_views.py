@@ -2,7 +2,6 @@
 real DDP jobs with a planted fault (tests/data), read by PySpark in local mode, the script run
 as it is printed (its settings, table views, thresholds, the views translate.py makes of the
 DuckDB ones, and the building blocks written as tables)."""
-import json
 import re
 import shutil
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import scenarios
+from findings_rows import comparable
 from test_agent import BIN
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,16 +95,6 @@ def assert_same_findings(in_spark, in_duckdb):
     only_spark = [r for r in spark if r not in duck]
     only_duck = [r for r in duck if r not in spark]
     assert spark == duck, f"only in Spark: {only_spark}\nonly in DuckDB: {only_duck}"
-
-
-def comparable(rows):
-    def value(v):
-        if isinstance(v, float):
-            return round(v, 6)
-        if isinstance(v, (list, tuple)):
-            return [value(x) for x in v]
-        return v
-    return sorted(json.dumps({k: value(v) for k, v in r.items()}, sort_keys=True, default=str) for r in rows)
 
 
 def hive_copy(store, root):
