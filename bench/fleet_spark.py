@@ -166,7 +166,7 @@ def markdown(meta):
     def cell(r, name):
         e = r[name]
         return (f"error: {e['error']}" if "error" in e else
-                f"{e['wall_s']:.0f} s ({e['views_s']:.0f} + {e['findings_s']:.0f}) | {e['peak_rss_gb']:.1f} GB")
+                f"{e['wall_s']:.0f} s ({e['views_s']:.1f} + {e['findings_s']:.1f}) | {e['peak_rss_gb']:.1f} GB")
     rows = "\n".join(
         f"| {r['nodes']} x {r['minutes']} min | {r['rows'].get('rtt', 0) / 1e6:,.1f} M | {r['rows']['flow_windows'] / 1e6:,.2f} M "
         f"| {cell(r, 'duckdb')} | {cell(r, 'spark')} "

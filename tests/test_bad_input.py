@@ -45,17 +45,24 @@ DATA = os.path.join(os.path.dirname(__file__), "data")
 ])
 def test_a_reader_that_stops_early_is_no_error(args):
     """`scaletrace sql ... | head`: the closed pipe ends the output quietly (it panicked, with a
-    backtrace). Both outputs are larger than a pipe's buffer."""
-    proc = subprocess.Popen([BIN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline()
-    proc.stdout.close()
-    stderr = proc.communicate(timeout=60)[1]
-    assert proc.returncode == 0 and stderr == "", stderr
+    backtrace). The pipe's reading end is closed before the first write, so every write
+    meets it, whatever the output's size."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([BIN, *args], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
 
 @pytest.mark.parametrize("args, expected", [
     (["--spark-tables", "/x"], "--spark-tables is for --dialect spark"),
     (["--dialect", "spark", "--views-only", "--spark-tables", "/x"], "--views-only writes none"),
+    (["--dialect", "spark", "--spark-tables", "tables"], "not an absolute path or a URI"),
+    (["--dialect", "spark", "--spark-tables", ""], "not an absolute path or a URI"),
+    (["--dialect", "spark", "--spark-tables", "/"], "the root of a filesystem"),
+    (["--dialect", "spark", "--spark-tables", "/x/${HOME}"], "without backslashes or ${...}"),
 ])
 def test_spark_tables_only_where_they_are_written(args, expected):
     proc = run("sql", *args, os.path.join(DATA, "loss-gap-after-onset"))

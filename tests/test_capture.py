@@ -82,7 +82,8 @@ def test_random_loss_shows_up_as_retransmits(net, tmp_path):
     # retransmit drew a DSACK (under pure reordering nearly all do: the reordering test below).
     # How many did depends on the machine's timing, not on the recorder: a retransmission
     # timeout resends everything outstanding, some of which had arrived. Runs here saw 90 of
-    # 539; a slower CI machine 731 of 1529, which an earlier bound (a third) failed.
+    # 539; a slower CI machine 731 of 1529, which an earlier bound (a third) failed. (That
+    # DSACKs are counted at all is the reordering test's check, against `ss`.)
     (dsack_dups,) = rec.query(f"SELECT dsack_dups FROM flows WHERE flow_id = {flow_id}")[0]
     assert dsack_dups is not None and dsack_dups < total_retrans, (dsack_dups, total_retrans)
     # The flow's windows (1 s) add up to its totals, retransmits and recovery time included.

@@ -160,8 +160,9 @@ def test_a_store_with_other_timestamps_than_nanoseconds_is_refused_for_spark(tmp
 def test_a_later_session_writes_the_building_blocks_over_what_an_earlier_one_left(spark, tmp_path):
     """A session without a metastore (plain pyspark, spark-sql) forgets its tables but not their
     files: with tables in the warehouse, a second run there stopped at LOCATION_ALREADY_EXISTS.
-    Each building block is written over what is at its location, by default in the session's
-    warehouse, else under --spark-tables."""
+    Each building block is written over what is at its location: a directory of the store's
+    own in the session's warehouse by default, else under --spark-tables; a run again in the
+    same session (the table known) drops it first."""
     store = DATA / "rate-limit-overflow"
     expected = duckdb_run(store, []).execute("SELECT count(*) FROM st_rtt_window").fetchone()[0]
     tables = tmp_path / "tables"
@@ -169,16 +170,21 @@ def test_a_later_session_writes_the_building_blocks_over_what_an_earlier_one_lef
     leftover.parent.mkdir(parents=True)
     pq.write_table(pa.table({"x": [1, 2, 3]}), leftover)
     warehouse = spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")
-    for args, location in ([], Path(warehouse) / "scaletrace"), (["--spark-tables", f"file://{tables}"], tables):
-        for _ in range(2):
-            # the script up to its first building block, as a run in a new session would begin
-            text = script(store, args, "spark")
-            first = text.index("CREATE OR REPLACE TEMPORARY VIEW st_rtt_window AS SELECT * FROM st_rtt_window__computed")
+    for args in [], ["--spark-tables", f"file://{tables}"]:
+        text = script(store, args, "spark")
+        (location,) = set(re.findall(r"LOCATION '([^']*)/st_rtt_window__computed'", text))
+        location = Path(location.replace("${spark.sql.warehouse.dir}", warehouse).removeprefix("file://"))
+        assert location == tables if args else location.parent == Path(warehouse), location
+        # the script up to its first building block's table, as each run begins
+        first = text.index("CREATE OR REPLACE TEMPORARY VIEW st_rtt_window AS SELECT * FROM st_rtt_window__computed")
+        for forget in (False, True, False):
             for sql in re.split(r";\n", text[:first]):
                 if re.sub(r"--[^\n]*", "", sql).strip():
                     spark.sql(sql)
-            spark.sql("DROP TABLE st_rtt_window__computed")  # forgotten, as by a new session
+            if forget:  # as a new session without a metastore would
+                spark.sql("DROP TABLE st_rtt_window__computed")
         assert location != tables or not leftover.exists()
-        assert list((location / "st_rtt_window__computed").glob("*.parquet")), location
         read = spark.read.parquet(f"file://{location}/st_rtt_window__computed").count()
         assert read == expected, (read, expected)
+    spark.sql("RESET spark.sql.legacy.allowNonEmptyLocationInCTAS")
+    assert "RESET spark.sql.legacy.allowNonEmptyLocationInCTAS;" in text.split("st_finding")[-1]

@@ -47,7 +47,8 @@ def test_every_table_of_a_spool_reads_the_same_in_duckdb_polars_pyarrow_and_spar
     agent = Agent(spool, "--rotate-interval", "1s")
     # two rotations' files, then the stop's (polled: a rotation's period depends on the machine)
     deadline = time.time() + 30
-    while len(list((spool / "table=capture").rglob("*.parquet"))) < 2 and time.time() < deadline:
+    while len(list((spool / "table=capture").rglob("*.parquet"))) < 2:
+        assert time.time() < deadline, "no two rotations in 30 s"
         time.sleep(0.2)
     assert agent.stop() == 0, agent.stderr
     assert traffic.connections() > 0

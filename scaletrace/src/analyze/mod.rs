@@ -149,8 +149,9 @@ pub struct SqlArgs {
 
     /// Spark only: the directory (a URI the whole cluster reads, e.g. hdfs://…, s3a://…)
     /// where the building blocks' tables are written, one subdirectory each, overwritten at
-    /// each run. Two analyses at once need a directory each. Default: `scaletrace` in the
-    /// session's warehouse (`${spark.sql.warehouse.dir}/scaletrace`).
+    /// each run. Two analyses at once need a directory each. Default: a directory per store
+    /// and settings analyzed in the session's warehouse
+    /// (`${spark.sql.warehouse.dir}/scaletrace-CHECKSUM`).
     #[arg(long, value_name = "URI")]
     pub spark_tables: Option<String>,
 }
@@ -367,6 +368,9 @@ pub fn sql(args: SqlArgs) -> Result<String> {
     if args.spark_tables.is_some() && args.views_only {
         bail!("--spark-tables names where the building blocks' tables go, and --views-only writes none: give one of them");
     }
+    if let Some(dir) = &args.spark_tables {
+        spark::check_tables_dir(dir)?;
+    }
     let sources = sources::discover(&args.paths)?;
     let params = Params::new(args.window, &args.set)?;
     let baseline = read_baseline(
@@ -382,11 +386,11 @@ pub fn sql(args: SqlArgs) -> Result<String> {
             &sources,
             &params,
             baseline.as_ref(),
-            (!args.views_only).then_some(
-                args.spark_tables
-                    .as_deref()
-                    .unwrap_or(spark::DEFAULT_TABLES_DIR),
-            ),
+            match (&args.spark_tables, args.views_only) {
+                (_, true) => spark::BuildingBlocks::ViewsOnly,
+                (Some(dir), false) => spark::BuildingBlocks::At(dir),
+                (None, false) => spark::BuildingBlocks::InWarehouse,
+            },
         )?,
     };
     Ok(text)
