@@ -29,23 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "scaletrace", "src", "analyze", "spark"))
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import fleet  # noqa: E402
-from findings_rows import comparable  # noqa: E402
-
-
-def nanosecond_timestamps(store):
-    """Rewrites every file with nanosecond timestamps, a row group at a time."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    for d, _, files in os.walk(store):
-        for name in files:
-            path = os.path.join(d, name)
-            source = pq.ParquetFile(path)
-            schema = pa.schema([f.with_type(pa.timestamp("ns", tz="UTC")) if pa.types.is_timestamp(f.type) else f
-                                for f in source.schema_arrow])
-            with pq.ParquetWriter(path + ".ns", schema) as out:
-                for i in range(source.num_row_groups):
-                    out.write_table(source.read_row_group(i).cast(schema))
-            os.replace(path + ".ns", path)
+from spark_script import comparable, nanosecond_timestamps, spark_statements  # noqa: E402
 
 
 def script(binary, store, dialect):
@@ -83,9 +67,8 @@ def run_spark(sql_path, threads, driver_memory):
     session.sparkContext.setLogLevel("ERROR")
     t0 = time.monotonic()
     # split as docs/queries.md tells users to
-    for sql in re.split(r";\n", open(sql_path).read()):
-        if re.sub(r"--[^\n]*", "", sql).strip():
-            session.sql(sql)
+    for sql in spark_statements(open(sql_path).read()):
+        session.sql(sql)
     views = time.monotonic() - t0
     findings = [r.asDict(recursive=True) for r in session.sql("SELECT * FROM st_finding").collect()]
     return views, time.monotonic() - t0 - views, findings

@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import scenarios
-from findings_rows import comparable
+from spark_script import comparable, nanosecond_timestamps, spark_statements
 from test_agent import BIN
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,9 +75,8 @@ def duckdb_rows(con, query):
 def spark_run(spark, store, args):
     """Runs `scaletrace sql --dialect spark`'s script in the session, statement by statement,
     split as docs/queries.md tells users to."""
-    for sql in re.split(r";\n", script(store, args, "spark")):
-        if re.sub(r"--[^\n]*", "", sql).strip():
-            spark.sql(sql)
+    for sql in spark_statements(script(store, args, "spark")):
+        spark.sql(sql)
 
 
 def duckdb_findings(store, args):
@@ -126,15 +125,6 @@ def test_spark_reads_the_hive_layout_agents_ship(spark, tmp_path):
     assert_same_findings(spark_findings(spark, store, []), duck)
 
 
-def nanosecond_timestamps(store):
-    """The generator's files with the timestamps scaletrace writes: DuckDB writes microseconds."""
-    for f in Path(store).rglob("*.parquet"):
-        table = pq.read_table(f)
-        schema = pa.schema([field.with_type(pa.timestamp("ns", tz="UTC"))
-                            if pa.types.is_timestamp(field.type) else field for field in table.schema])
-        pq.write_table(table.cast(schema), f)
-
-
 def test_spark_finds_what_duckdb_finds_on_a_generated_gpu_fleet(spark, tmp_path):
     """GPU timelines, NUMA locality and congestion, which the recorded CPU jobs lack, under a
     directory whose name Hadoop would take as a glob."""
@@ -178,9 +168,8 @@ def test_a_later_session_writes_the_building_blocks_over_what_an_earlier_one_lef
         # the script up to its first building block's table, as each run begins
         first = text.index("CREATE OR REPLACE TEMPORARY VIEW st_rtt_window AS SELECT * FROM st_rtt_window__computed")
         for forget in (False, True, False):
-            for sql in re.split(r";\n", text[:first]):
-                if re.sub(r"--[^\n]*", "", sql).strip():
-                    spark.sql(sql)
+            for sql in spark_statements(text[:first]):
+                spark.sql(sql)
             if forget:  # as a new session without a metastore would
                 spark.sql("DROP TABLE st_rtt_window__computed")
         assert location != tables or not leftover.exists()
