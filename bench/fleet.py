@@ -56,6 +56,8 @@ def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms):
     ts = f"TIMESTAMPTZ '{BASE}'"
     hot = congested_node(nodes)
     c0, c1 = seconds // 3, seconds // 2
+    # the histogram bucket of an RTT of v µs (v >= 4): four buckets per power of two
+    con.execute("CREATE MACRO bucket(v) AS 4 * (floor(log2(v)) - 1) + floor(v / 2 ** (floor(log2(v)) - 2)) - 4")
     con.execute(f"CREATE MACRO ip(n) AS '10.' || (n // 65536) || '.' || (n // 256 % 256) || '.' || (n % 256 + 1)")
     rows = {}
 
@@ -100,15 +102,18 @@ def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms):
                    1000000000::UBIGINT AS window_ns, 2000::UINTEGER AS rtt_updates,
                    (m * 50)::UINTEGER AS srtt_min_us, m * 50 * (1 + 0.1 * noise) AS srtt_mean_us,
                    (m * 50 * (1.3 + 0.2 * noise))::UINTEGER AS srtt_max_us,
-                   m * 50 * (1 + 0.1 * noise) AS srtt_p50_us, m * 50 * (1.15 + 0.1 * noise) AS srtt_p90_us,
-                   m * 50 * (1.25 + 0.2 * noise) AS srtt_p99_us,
-                   [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1000, 800, 200, 0, 0, 0, 0, 0, 0, 0, 0,
-                    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]::UINTEGER[] AS rtt_buckets,
+                   p50 AS srtt_p50_us, p90 AS srtt_p90_us, p99 AS srtt_p99_us,
+                   -- the updates that give those percentiles: half at the median, 40 % at the
+                   -- 90th, the rest at the 99th (bucket bounds as rtt_histogram.rs)
+                   list_transform(range(0, 84), lambda i: (CASE WHEN i = bucket(p50) THEN 1000 ELSE 0 END
+                                                      + CASE WHEN i = bucket(p90) THEN 800 ELSE 0 END
+                                                      + CASE WHEN i = bucket(p99) THEN 200 ELSE 0 END))::UINTEGER[] AS rtt_buckets,
                    (1250000000 * CASE WHEN congested THEN 0.33 ELSE 1.0 END)::UBIGINT AS bytes_sent,
                    0::UBIGINT AS bytes_received, 0::UINTEGER AS retrans_segments, 0::UINTEGER AS retransmit_events,
                    0::UINTEGER AS rto_count, 0::UBIGINT AS rto_recovery_ns, 0::UBIGINT AS loss_recovery_ns
-            FROM (SELECT *, CASE WHEN congested THEN 6.0 ELSE 1.0 END AS m FROM second)""")
+            FROM (SELECT *, m * 50 * (1 + 0.1 * noise) AS p50, m * 50 * (1.15 + 0.1 * noise) AS p90,
+                         m * 50 * (1.25 + 0.2 * noise) AS p99
+                  FROM (SELECT *, CASE WHEN congested THEN 6.0 ELSE 1.0 END AS m FROM second))""")
         if rtt_every_ms:
             per_second = max(1, 1000 // rtt_every_ms)
             write("rtt", group, f"""

@@ -493,6 +493,33 @@ def test_time_bins_find_every_sample_a_range_join_finds(tmp_path):
         assert got == expected, bin_us
 
 
+def test_each_flows_percentiles_over_its_capture_are_quantile_conts(tmp_path):
+    """`st_flow_raw_rtt` computes each flow's percentiles from how often each value occurs
+    (quantile_cont held every sample in memory: 2.4 GB of 64 nodes' 10 minutes); they must be
+    quantile_cont's, interpolation included: one sample, two, ties, a tail of one value."""
+    fleet = tmp_path / "fleet"
+    scenarios.generate(str(fleet), ["congested_peer"])
+    one = next((fleet / "node0" / "rtt").glob("*.parquet"))
+    cases = [[7], [7, 9], [5, 5, 5], [1, 100, 100, 3], [10] * 98 + [500, 900], list(range(1, 202))]
+    rows = ", ".join(f"({g}, {v})" for g, values in enumerate(cases) for v in values)
+    con = duckdb.connect()
+    con.execute(f"""COPY (SELECT r.* REPLACE ((9000000 + t.g)::UBIGINT AS flow_id, t.v::UINTEGER AS srtt_us)
+                          FROM (SELECT * FROM read_parquet('{one}') LIMIT 1) r, (VALUES {rows}) t(g, v))
+                    TO '{fleet / "node0" / "rtt" / "node0-20260101T000000Z-2.parquet"}' (FORMAT parquet)""")
+    script = subprocess.run([BIN, "sql", str(fleet)], capture_output=True, text=True, check=True).stdout
+    con = duckdb.connect()
+    con.execute(script)
+    got = con.execute("""SELECT host, flow_id, samples, srtt_p50_us, srtt_p99_us, srtt_max_us
+                         FROM st_flow_raw_rtt ORDER BY ALL""").fetchall()
+    expected = con.execute("""SELECT host, flow_id, count(*), quantile_cont(srtt_us, 0.5), quantile_cont(srtt_us, 0.99),
+                                     max(srtt_us)
+                              FROM rtt GROUP BY ALL ORDER BY ALL""").fetchall()
+    assert len(got) == len(expected) > len(cases)
+    for g, e in zip(got, expected):
+        assert g[:3] == e[:3] and g[5] == e[5], (g, e)
+        assert g[3] == pytest.approx(e[3], rel=1e-12) and g[4] == pytest.approx(e[4], rel=1e-12), (g, e)
+
+
 def _add_flow_windows(fleet, updates_per_sample, where="true"):
     """The kernel's 1 s windows of each flow, made from the scenario's samples as the kernel
     would count them (`updates_per_sample` RTT updates for each sample), for the seconds

@@ -102,6 +102,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
     if window_ns < 1_000 {
         bail!("--window must be at least 1 µs");
     }
+    let spinner = analyze::Spinner::on_terminal();
     let (db, sources) = analyze::prepare(
         &args.paths,
         args.window,
@@ -109,7 +110,9 @@ pub fn run(args: MergeArgs) -> Result<()> {
         args.duckdb_lib.as_deref(),
         &Default::default(),
         None,
+        &|m| spinner.show(m),
     )?;
+    spinner.show("computing the windows");
     if !["rtt", "retransmits", "gpu_events"]
         .iter()
         .any(|t| sources.has(t))
@@ -136,6 +139,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
     }
     let written = writer.rows();
     let path = writer.close()?;
+    drop(spinner);
     eprintln!(
         "scaletrace: {written} windows for {} host(s) written to {}",
         hosts.len(),

@@ -373,13 +373,16 @@ pub fn sql(args: SqlArgs) -> Result<String> {
     }
     let sources = sources::discover(&args.paths)?;
     let params = Params::new(args.window, &args.set)?;
+    let spinner = Spinner::on_terminal();
     let baseline = read_baseline(
         &args.baseline,
         args.window,
         &args.set,
         None,
         &Resources::default(),
+        &|m| spinner.show(&format!("baseline: {m}")),
     )?;
+    drop(spinner);
     let text = match args.dialect {
         Dialect::Duckdb => script(&sources, &params, baseline.as_ref(), args.views_only)?,
         Dialect::Spark => spark::script(
@@ -404,12 +407,13 @@ fn read_baseline(
     set: &[String],
     duckdb_lib: Option<&std::path::Path>,
     resources: &Resources,
+    progress: &dyn Fn(&str),
 ) -> Result<Option<Baseline>> {
     if paths.is_empty() {
         return Ok(None);
     }
     let label = paths.join(" ");
-    let (db, _) = prepare(paths, window, set, duckdb_lib, resources, None)
+    let (db, _) = prepare(paths, window, set, duckdb_lib, resources, None, progress)
         .with_context(|| format!("--baseline {label}"))?;
     Baseline::read(&db, &label).map(Some)
 }
@@ -488,6 +492,7 @@ pub fn prepare(
     duckdb_lib: Option<&std::path::Path>,
     resources: &Resources,
     baseline: Option<&Baseline>,
+    progress: &dyn Fn(&str),
 ) -> Result<(DuckDb, Sources)> {
     let sources = sources::discover(paths)?;
     let params = Params::new(window, set)?;
@@ -495,8 +500,25 @@ pub fn prepare(
     log::debug!("DuckDB {} from {}", db.version(), db.library.display());
     db.execute(&resources.settings_sql())
         .context("--memory-limit / --temp-dir")?;
-    db.execute(&script(&sources, &params, baseline, false)?)
-        .context("creating the analysis views")?;
+    let script = script(&sources, &params, baseline, false)?;
+    let steps = building_block_steps(&script);
+    for (i, (block, sql)) in steps.iter().enumerate() {
+        let started = std::time::Instant::now();
+        if let Some(block) = block {
+            progress(&format!(
+                "computing {block} ({} of {})",
+                i + 1,
+                MATERIALIZED.len()
+            ));
+        }
+        db.execute(sql).context("creating the analysis views")?;
+        if let Some(block) = block {
+            log::debug!(
+                "{block} computed in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
     Ok((db, sources))
 }
 
@@ -511,7 +533,9 @@ pub fn prepare(
 /// samples) are among them, and each rank's windows (the GPU-idle views read them four times:
 /// 5.7 s of the findings' 11 s for 64 nodes' 10 minutes): inlined, `findings` read the `rtt` files 102 times, and for 64 nodes' 2 minutes
 /// at 64 flows each (49 M samples, bench/fleet.py) it spilled past 50 GB without finishing.
-const MATERIALIZED: [&str; 24] = [
+/// The queued samples too: the step attribution and the culprits' counts each read them from
+/// the raw samples (10 of 71 s on 64 nodes' 10 minutes went to the second reading).
+const MATERIALIZED: [&str; 25] = [
     "st_event",
     "st_rank_trace",
     "st_collective_op",
@@ -526,6 +550,7 @@ const MATERIALIZED: [&str; 24] = [
     "st_latency_flow",
     "st_collective_excess",
     "st_healthy_queueing",
+    "st_queued_sample",
     "st_step_queueing",
     "st_slow_step_cause",
     "st_culprit_iteration",
@@ -537,6 +562,53 @@ const MATERIALIZED: [&str; 24] = [
     "st_culprit_queued_samples",
     "st_persistent_queueing",
 ];
+
+/// A spinner with a message on stderr while the analysis runs, when stderr is a terminal
+/// (nothing in a pipe or a log); cleared when dropped.
+pub struct Spinner(Option<indicatif::ProgressBar>);
+
+impl Spinner {
+    pub fn on_terminal() -> Self {
+        Spinner(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+                let s = indicatif::ProgressBar::new_spinner()
+                    .with_finish(indicatif::ProgressFinish::AndClear);
+                s.enable_steady_tick(Duration::from_millis(120));
+                s
+            }),
+        )
+    }
+
+    pub fn show(&self, message: &str) {
+        if let Some(s) = &self.0 {
+            s.set_message(message.to_string());
+        }
+    }
+}
+
+/// The materialized script in pieces, each but the last ending with one building block
+/// computed (its name beside it): on a fleet they take most of a minute, and a user waiting
+/// should see which one runs.
+fn building_block_steps(script: &str) -> Vec<(Option<&'static str>, &str)> {
+    // where each block is computed, in the script's order (MATERIALIZED's is by dependency,
+    // not position)
+    let mut ends: Vec<(usize, &'static str)> = MATERIALIZED
+        .iter()
+        .filter_map(|v| {
+            let end = format!("CREATE OR REPLACE VIEW {v} AS SELECT * FROM {v}__computed;\n");
+            script.find(&end).map(|at| (at + end.len(), *v))
+        })
+        .collect();
+    ends.sort();
+    let mut steps = Vec::new();
+    let mut from = 0;
+    for (end, v) in ends {
+        steps.push((Some(v), &script[from..end]));
+        from = end;
+    }
+    steps.push((None, &script[from..]));
+    steps
+}
 
 fn materialized(script: &str) -> Result<String> {
     after_each_building_block(script, "CREATE OR REPLACE VIEW", |v| {
@@ -727,12 +799,15 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
     for path in outputs {
         crate::atomic_file::check_writable(path)?;
     }
+    // A fleet's worth of Parquet takes minutes: show what is being computed.
+    let spinner = Spinner::on_terminal();
     let baseline = read_baseline(
         &args.baseline,
         args.window,
         &args.set,
         args.duckdb_lib.as_deref(),
         &args.resources,
+        &|m| spinner.show(&format!("baseline: {m}")),
     )?;
     let (db, sources) = prepare(
         &args.paths,
@@ -741,23 +816,17 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         args.duckdb_lib.as_deref(),
         &args.resources,
         baseline.as_ref(),
+        &|m| spinner.show(m),
     )?;
     if let Some(b) = &baseline {
         b.check_same_job(&db)?;
         eprintln!("scaletrace analyze: {}", b.describe());
     }
-    // A fleet's worth of Parquet takes a while: show that something is happening.
-    let spinner = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
-        let s =
-            indicatif::ProgressBar::new_spinner().with_finish(indicatif::ProgressFinish::AndClear);
-        s.set_message(format!(
-            "analyzing {} files with DuckDB {}",
-            sources.total_files(),
-            db.version()
-        ));
-        s.enable_steady_tick(Duration::from_millis(120));
-        s
-    });
+    spinner.show(&format!(
+        "running the diagnoses over {} files with DuckDB {}",
+        sources.total_files(),
+        db.version()
+    ));
     let overview: Overview = db
         .rows(OVERVIEW_SQL)
         .context("reading the tables")?
@@ -777,9 +846,7 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         Vec::new()
     };
 
-    if let Some(s) = spinner {
-        s.finish_and_clear();
-    }
+    drop(spinner);
     report_refusals(&db);
     let mut err = std::io::stderr().lock();
     let _ = writeln!(
@@ -889,5 +956,22 @@ mod materialization_tests {
             );
         }
         assert!(materialized("SELECT 1;\n").is_err());
+    }
+
+    #[test]
+    fn the_script_runs_in_steps_that_each_end_with_one_block_computed() {
+        let script = materialized(VIEWS_SQL).unwrap();
+        let steps = building_block_steps(&script);
+        // nothing lost or repeated, and every block named once, in the order computed
+        assert_eq!(steps.iter().map(|(_, s)| *s).collect::<String>(), script);
+        let mut named: Vec<&str> = steps.iter().filter_map(|(v, _)| *v).collect();
+        assert_eq!(steps.len(), MATERIALIZED.len() + 1);
+        for (v, step) in steps.iter().filter_map(|(v, s)| v.map(|v| (v, s))) {
+            assert!(step.ends_with(&format!("FROM {v}__computed;\n")), "{v}");
+        }
+        named.sort();
+        let mut all = MATERIALIZED.to_vec();
+        all.sort();
+        assert_eq!(named, all);
     }
 }

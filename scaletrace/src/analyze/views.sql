@@ -143,13 +143,38 @@ SELECT host, flow_id,
 FROM st_rtt_window, st_params p
 GROUP BY ALL;
 
--- Each flow's RTT over its whole capture, from its raw samples: what the fleet's usual
--- queueing and the per-flow latency findings judge it on (one pass over the samples for both).
+-- Each flow's RTT over its whole capture, from its raw samples: what the fleet's usual queueing
+-- and the per-flow latency findings judge it on (one pass over the samples for both).
+-- The percentiles are quantile_cont's (linear between the two samples around (n - 1) * q),
+-- computed from how often each value occurs: a smoothed RTT is a whole number of µs, so a
+-- flow's values repeat as its samples grow (at most one row per µs of its RTT's range: an
+-- hour of 10 ms samples is 360,000 of them), where quantile_cont holds every sample in memory
+-- (over the 246 M samples of 64 nodes' 10 minutes, bench/fleet.py, this view alone took the
+-- analysis from 2.1 to 4.5 GB; the DDP lab's 2-minute runs have 0.7 distinct values a sample). Exact, so Spark's `percentile` gives the same. Not from the
+-- kernel's windows, which would need no raw samples: their histograms weigh each ACK, not each
+-- moment (a flow's bursts count more), and read so, the findings of 16 of the 18 recorded DDP
+-- runs changed and all 6 clean runs had latency findings (bench/eval.py --rescore, 2026-12-06).
 CREATE OR REPLACE VIEW st_flow_raw_rtt AS
-SELECT host, flow_id, count(*) AS samples,
-       quantile_cont(srtt_us, 0.5) AS srtt_p50_us, quantile_cont(srtt_us, 0.99) AS srtt_p99_us,
-       max(srtt_us) AS srtt_max_us
-FROM rtt GROUP BY ALL;
+WITH v AS (SELECT host, flow_id, srtt_us AS x, count(*) AS n FROM rtt GROUP BY ALL),
+-- each value's samples are the (0-based) positions [below, below + n) in the flow's order
+c AS (
+    SELECT *, sum(n) OVER (PARTITION BY host, flow_id ORDER BY x) - n AS below,
+           sum(n) OVER (PARTITION BY host, flow_id) AS total
+    FROM v),
+-- the values at positions k and k + 1 around each percentile's (n - 1) * q
+k AS (
+    SELECT host, flow_id, any_value(total)::BIGINT AS samples, max(x) AS srtt_max_us,
+           any_value((total - 1) * 0.5) AS h50, any_value((total - 1) * 0.99) AS h99,
+           min(x) FILTER (WHERE below + n > floor((total - 1) * 0.5)) AS lo50,
+           min(x) FILTER (WHERE below + n > floor((total - 1) * 0.5) + 1) AS hi50,
+           min(x) FILTER (WHERE below + n > floor((total - 1) * 0.99)) AS lo99,
+           min(x) FILTER (WHERE below + n > floor((total - 1) * 0.99) + 1) AS hi99
+    FROM c GROUP BY host, flow_id)
+SELECT host, flow_id, samples,
+       lo50 + (h50 - floor(h50)) * (coalesce(hi50, lo50)::DOUBLE - lo50) AS srtt_p50_us,
+       lo99 + (h99 - floor(h99)) * (coalesce(hi99, lo99)::DOUBLE - lo99) AS srtt_p99_us,
+       srtt_max_us
+FROM k;
 
 -- The fleet's usual queueing: the first quartile, over the flows that carry data, of each
 -- flow's median RTT above its own base RTT. On a loaded host every flow's RTT rises with CPU
