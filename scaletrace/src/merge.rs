@@ -139,7 +139,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
     }
     let written = writer.rows();
     let path = writer.close()?;
-    drop(spinner);
+    spinner.hide();
     eprintln!(
         "scaletrace: {written} windows for {} host(s) written to {}",
         hosts.len(),

@@ -382,7 +382,7 @@ pub fn sql(args: SqlArgs) -> Result<String> {
         &Resources::default(),
         &|m| spinner.show(&format!("baseline: {m}")),
     )?;
-    drop(spinner);
+    spinner.hide();
     let text = match args.dialect {
         Dialect::Duckdb => script(&sources, &params, baseline.as_ref(), args.views_only)?,
         Dialect::Spark => spark::script(
@@ -564,25 +564,48 @@ const MATERIALIZED: [&str; 25] = [
 ];
 
 /// A spinner with a message on stderr while the analysis runs, when stderr is a terminal
-/// (nothing in a pipe or a log); cleared when dropped.
-pub struct Spinner(Option<indicatif::ProgressBar>);
+/// (nothing in a pipe or a log). It appears at the first message and is cleared by `hide`
+/// (and when dropped): a line printed while it spins would start on the spinner's line, so the
+/// caller hides it before anything that may print (the warnings of discovering a store's
+/// files, the baseline's description), and it stays off when debug logging prints a line per
+/// building block.
+pub struct Spinner {
+    enabled: bool,
+    bar: std::cell::RefCell<Option<indicatif::ProgressBar>>,
+}
 
 impl Spinner {
     pub fn on_terminal() -> Self {
-        Spinner(
-            std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
-                let s = indicatif::ProgressBar::new_spinner()
-                    .with_finish(indicatif::ProgressFinish::AndClear);
-                s.enable_steady_tick(Duration::from_millis(120));
-                s
-            }),
-        )
+        Spinner {
+            enabled: std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && !log::log_enabled!(log::Level::Debug),
+            bar: Default::default(),
+        }
     }
 
     pub fn show(&self, message: &str) {
-        if let Some(s) = &self.0 {
-            s.set_message(message.to_string());
+        if !self.enabled {
+            return;
         }
+        let mut bar = self.bar.borrow_mut();
+        let bar = bar.get_or_insert_with(|| {
+            let s = indicatif::ProgressBar::new_spinner();
+            s.enable_steady_tick(Duration::from_millis(120));
+            s
+        });
+        bar.set_message(message.to_string());
+    }
+
+    pub fn hide(&self) {
+        if let Some(bar) = self.bar.borrow_mut().take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.hide();
     }
 }
 
@@ -809,6 +832,7 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         &args.resources,
         &|m| spinner.show(&format!("baseline: {m}")),
     )?;
+    spinner.hide();
     let (db, sources) = prepare(
         &args.paths,
         args.window,
@@ -818,6 +842,7 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         baseline.as_ref(),
         &|m| spinner.show(m),
     )?;
+    spinner.hide();
     if let Some(b) = &baseline {
         b.check_same_job(&db)?;
         eprintln!("scaletrace analyze: {}", b.describe());
@@ -846,7 +871,7 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         Vec::new()
     };
 
-    drop(spinner);
+    spinner.hide();
     report_refusals(&db);
     let mut err = std::io::stderr().lock();
     let _ = writeln!(

@@ -145,12 +145,15 @@ GROUP BY ALL;
 
 -- Each flow's RTT over its whole capture, from its raw samples: what the fleet's usual queueing
 -- and the per-flow latency findings judge it on (one pass over the samples for both).
--- The percentiles are quantile_cont's (linear between the two samples around (n - 1) * q),
--- computed from how often each value occurs: a smoothed RTT is a whole number of µs, so a
--- flow's values repeat as its samples grow (at most one row per µs of its RTT's range: an
--- hour of 10 ms samples is 360,000 of them), where quantile_cont holds every sample in memory
--- (over the 246 M samples of 64 nodes' 10 minutes, bench/fleet.py, this view alone took the
--- analysis from 2.1 to 4.5 GB; the DDP lab's 2-minute runs have 0.7 distinct values a sample). Exact, so Spark's `percentile` gives the same. Not from the
+-- The percentiles are quantile_cont's, to the last bit (the samples at positions floor(h) and
+-- floor(h) + 1 of the flow's order, h = (n - 1) * q as a double, and lo + (hi - lo) * (h -
+-- floor(h)) between them), computed from how often each value occurs: a smoothed RTT is a
+-- whole number of µs, so a flow's values repeat as its samples grow (at most one row per µs of
+-- its RTT's range: an hour of 10 ms samples is 360,000 samples), where quantile_cont holds
+-- every sample in memory, and this group can spill to disk. With quantile_cont, the analysis
+-- of 64 nodes' 10 minutes (246 M samples, bench/fleet.py) peaked at 6.5 GB; with this, 2.3 GB.
+-- (The DDP lab's 2-minute runs have 0.7 distinct values a sample: nothing to gain there.)
+-- Spark's `percentile` interpolates by another formula: the same up to rounding. Not from the
 -- kernel's windows, which would need no raw samples: their histograms weigh each ACK, not each
 -- moment (a flow's bursts count more), and read so, the findings of 16 of the 18 recorded DDP
 -- runs changed and all 6 clean runs had latency findings (bench/eval.py --rescore, 2026-12-06).
@@ -164,11 +167,11 @@ c AS (
 -- the values at positions k and k + 1 around each percentile's (n - 1) * q
 k AS (
     SELECT host, flow_id, any_value(total)::BIGINT AS samples, max(x) AS srtt_max_us,
-           any_value((total - 1) * 0.5) AS h50, any_value((total - 1) * 0.99) AS h99,
-           min(x) FILTER (WHERE below + n > floor((total - 1) * 0.5)) AS lo50,
-           min(x) FILTER (WHERE below + n > floor((total - 1) * 0.5) + 1) AS hi50,
-           min(x) FILTER (WHERE below + n > floor((total - 1) * 0.99)) AS lo99,
-           min(x) FILTER (WHERE below + n > floor((total - 1) * 0.99) + 1) AS hi99
+           any_value((total - 1)::DOUBLE * 0.5) AS h50, any_value((total - 1)::DOUBLE * 0.99) AS h99,
+           min(x) FILTER (WHERE below + n > floor((total - 1)::DOUBLE * 0.5)) AS lo50,
+           min(x) FILTER (WHERE below + n > floor((total - 1)::DOUBLE * 0.5) + 1) AS hi50,
+           min(x) FILTER (WHERE below + n > floor((total - 1)::DOUBLE * 0.99)) AS lo99,
+           min(x) FILTER (WHERE below + n > floor((total - 1)::DOUBLE * 0.99) + 1) AS hi99
     FROM c GROUP BY host, flow_id)
 SELECT host, flow_id, samples,
        lo50 + (h50 - floor(h50)) * (coalesce(hi50, lo50)::DOUBLE - lo50) AS srtt_p50_us,

@@ -530,12 +530,15 @@ GROUP BY ALL;
 
 /* Each flow's RTT over its whole capture, from its raw samples: what the fleet's usual queueing */
 /* and the per-flow latency findings judge it on (one pass over the samples for both). */
-/* The percentiles are quantile_cont's (linear between the two samples around (n - 1) * q), */
-/* computed from how often each value occurs: a smoothed RTT is a whole number of µs, so a */
-/* flow's values repeat as its samples grow (at most one row per µs of its RTT's range: an */
-/* hour of 10 ms samples is 360,000 of them), where quantile_cont holds every sample in memory */
-/* (over the 246 M samples of 64 nodes' 10 minutes, bench/fleet.py, this view alone took the */
-/* analysis from 2.1 to 4.5 GB; the DDP lab's 2-minute runs have 0.7 distinct values a sample). Exact, so Spark's `percentile` gives the same. Not from the */
+/* The percentiles are quantile_cont's, to the last bit (the samples at positions floor(h) and */
+/* floor(h) + 1 of the flow's order, h = (n - 1) * q as a double, and lo + (hi - lo) * (h - */
+/* floor(h)) between them), computed from how often each value occurs: a smoothed RTT is a */
+/* whole number of µs, so a flow's values repeat as its samples grow (at most one row per µs of */
+/* its RTT's range: an hour of 10 ms samples is 360,000 samples), where quantile_cont holds */
+/* every sample in memory, and this group can spill to disk. With quantile_cont, the analysis */
+/* of 64 nodes' 10 minutes (246 M samples, bench/fleet.py) peaked at 6.5 GB; with this, 2.3 GB. */
+/* (The DDP lab's 2-minute runs have 0.7 distinct values a sample: nothing to gain there.) */
+/* Spark's `percentile` interpolates by another formula: the same up to rounding. Not from the */
 /* kernel's windows, which would need no raw samples: their histograms weigh each ACK, not each */
 /* moment (a flow's bursts count more), and read so, the findings of 16 of the 18 recorded DDP */
 /* runs changed and all 6 clean runs had latency findings (bench/eval.py --rescore, 2026-12-06). */
@@ -564,28 +567,28 @@ WITH v AS (
       ROUND(ANY_VALUE(total, TRUE))
     ) AS BIGINT) AS samples,
     MAX(x) AS srtt_max_us,
-    ANY_VALUE((
+    ANY_VALUE(CAST((
       total - 1
-    ) * 0.5, TRUE) AS h50,
-    ANY_VALUE((
+    ) AS DOUBLE) * 0.5, TRUE) AS h50,
+    ANY_VALUE(CAST((
       total - 1
-    ) * 0.99, TRUE) AS h99,
+    ) AS DOUBLE) * 0.99, TRUE) AS h99,
     MIN(x) FILTER(WHERE
-      below + n > FLOOR((
+      below + n > FLOOR(CAST((
         total - 1
-      ) * 0.5)) AS lo50,
+      ) AS DOUBLE) * 0.5)) AS lo50,
     MIN(x) FILTER(WHERE
-      below + n > FLOOR((
+      below + n > FLOOR(CAST((
         total - 1
-      ) * 0.5) + 1) AS hi50,
+      ) AS DOUBLE) * 0.5) + 1) AS hi50,
     MIN(x) FILTER(WHERE
-      below + n > FLOOR((
+      below + n > FLOOR(CAST((
         total - 1
-      ) * 0.99)) AS lo99,
+      ) AS DOUBLE) * 0.99)) AS lo99,
     MIN(x) FILTER(WHERE
-      below + n > FLOOR((
+      below + n > FLOOR(CAST((
         total - 1
-      ) * 0.99) + 1) AS hi99
+      ) AS DOUBLE) * 0.99) + 1) AS hi99
   FROM c
   GROUP BY
     host,
