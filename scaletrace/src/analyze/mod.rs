@@ -618,7 +618,7 @@ fn building_block_steps(script: &str) -> Vec<(Option<&'static str>, &str)> {
     let mut ends: Vec<(usize, &'static str)> = MATERIALIZED
         .iter()
         .filter_map(|v| {
-            let end = format!("CREATE OR REPLACE VIEW {v} AS SELECT * FROM {v}__computed;\n");
+            let end = view_over_computed(v);
             script.find(&end).map(|at| (at + end.len(), *v))
         })
         .collect();
@@ -633,11 +633,17 @@ fn building_block_steps(script: &str) -> Vec<(Option<&'static str>, &str)> {
     steps
 }
 
+/// The statement that ends a building block's computation in the DuckDB script: the view,
+/// redefined over its table (where `building_block_steps` cuts the script).
+fn view_over_computed(v: &str) -> String {
+    format!("CREATE OR REPLACE VIEW {v} AS SELECT * FROM {v}__computed;\n")
+}
+
 fn materialized(script: &str) -> Result<String> {
     after_each_building_block(script, "CREATE OR REPLACE VIEW", |v| {
         format!(
-            "CREATE OR REPLACE TEMP TABLE {v}__computed AS SELECT * FROM {v};\n\
-             CREATE OR REPLACE VIEW {v} AS SELECT * FROM {v}__computed;\n"
+            "CREATE OR REPLACE TEMP TABLE {v}__computed AS SELECT * FROM {v};\n{}",
+            view_over_computed(v)
         )
     })
 }
