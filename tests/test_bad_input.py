@@ -58,7 +58,8 @@ def test_a_reader_that_stops_early_is_no_error(args):
 
 @pytest.mark.parametrize("args, expected", [
     (["--spark-tables", "/x"], "--spark-tables is for --dialect spark"),
-    (["--dialect", "spark", "--views-only", "--spark-tables", "/x"], "--views-only writes none"),
+    (["--views-only"], "--views-only is gone"),
+    (["--dialect", "spark", "--views-only"], "run the printed script again"),
     (["--dialect", "spark", "--spark-tables", "tables"], "not an absolute path or a URI"),
     (["--dialect", "spark", "--spark-tables", ""], "not an absolute path or a URI"),
     (["--dialect", "spark", "--spark-tables", "/"], "the root of a filesystem"),

@@ -25,8 +25,6 @@ const VIEWS_SQL: &str = include_str!("views.sql");
 /// Where the building blocks' tables go.
 #[derive(Debug, Clone, Copy)]
 pub enum BuildingBlocks<'a> {
-    /// Nowhere: views only (`--views-only`).
-    ViewsOnly,
     /// In the session's warehouse, a directory per analysis (below).
     InWarehouse,
     /// Under this directory (`--spark-tables`, checked by `check_tables_dir`).
@@ -113,7 +111,7 @@ const SETTINGS: [(&str, &str, &str); 8] = [
     ),
 ];
 
-/// The whole script. Unless `--views-only`, the building blocks `analyze` computes once are
+/// The whole script. The building blocks `analyze` computes once are
 /// written as tables (`{view}__computed` of the current database, their files in
 /// `DIR/{view}__computed`, overwritten at each run): Spark, too, plans a view
 /// over views over views whole at every reference; binding the verdict's views took minutes.
@@ -145,7 +143,6 @@ pub fn script(
     out.push_str(&inputs);
     out.push_str(VIEWS_SQL);
     let dir = match blocks {
-        BuildingBlocks::ViewsOnly => return Ok(out),
         BuildingBlocks::InWarehouse => warehouse_dir(&inputs),
         BuildingBlocks::At(dir) => dir.to_string(),
     };
