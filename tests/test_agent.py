@@ -134,6 +134,21 @@ class Agent:
         with open(os.path.join(self.spool, "status.json")) as f:
             return json.load(f)
 
+    def wait_status(self, ready, timeout=30):
+        """`status.json` once `ready(status)` holds. The agent rewrites it every half interval;
+        a fixed sleep before reading it is a guess at how fast this machine is."""
+        deadline = time.monotonic() + timeout
+        status = None
+        while True:
+            try:
+                status = self.status()
+                if ready(status):
+                    return status
+            except FileNotFoundError:
+                pass
+            assert time.monotonic() < deadline, f"status not reached in {timeout} s: {status}"
+            time.sleep(0.1)
+
 
 def parquet_files(root):
     return sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".parquet"))
@@ -156,13 +171,11 @@ def test_upload_survives_a_store_outage_nothing_lost_nothing_duplicated(net, s3,
     agent = Agent(tmp_path / "spool", "--rotate-interval", "1s", "--upload", "s3://fleet/prod",
                   "--s3-endpoint", f"http://127.0.0.1:{proxy_port}", env=S3_ENV)
     traffic = Traffic(net, 9)
-    time.sleep(2.5)
+    agent.wait_status(lambda s: s["uploaded_files_total"] > 0)  # the store works
     proxy.kill()  # the store is gone: connections are refused
     proxy.wait()
-    time.sleep(4)
-    stalled = agent.status()
-    assert stalled["upload_failures_total"] > 0 and stalled["last_upload_error"], stalled
-    assert stalled["spool_files"] > 0, stalled
+    # failures counted and files kept while it is gone
+    agent.wait_status(lambda s: s["upload_failures_total"] > 0 and s["last_upload_error"] and s["spool_files"] > 0)
     proxy = started([sys.executable, "-c", PROXY, str(proxy_port), str(moto_port)])
     connections = traffic.connections()
     assert agent.stop() == 0, agent.stderr
@@ -208,9 +221,10 @@ def test_kill_9_mid_rotation_leaves_no_torn_file_and_restart_cleans_up(net, tmp_
             duckdb.connect().execute(f"SELECT count(*) FROM read_parquet('{f}')").fetchall()
         leftovers = [os.path.join(d, f) for d, _, fs in os.walk(spool) for f in fs if f.endswith(".partial")]
         partials += len(leftovers)
+        killed_run = agent.status()["run_id"] if os.path.exists(spool / "status.json") else None
         agent = Agent(spool, "--rotate-interval", "100ms")
-        time.sleep(0.5)  # its first health files
-        assert agent.status()["leftovers_removed"] == len(leftovers) if leftovers else True
+        status = agent.wait_status(lambda s: s["run_id"] != killed_run)  # its first health files
+        assert status["leftovers_removed"] == len(leftovers) if leftovers else True
         assert not [f for d, _, fs in os.walk(spool) for f in fs if f.endswith(".partial") and os.path.join(d, f) in leftovers]
         if leftovers:
             assert "unfinished file(s)" in agent.stderr
@@ -387,7 +401,7 @@ def test_store_errors_are_one_line_and_hide_the_endpoint_password(net, tmp_path)
         endpoint = f"http://admin:s3cr3t@127.0.0.1:{port}"
         agent = Agent(spool, "--rotate-interval", "300ms", "--upload", "s3://fleet/x", "--s3-endpoint", endpoint,
                       "--drain-timeout", "1s", env=S3_ENV)
-        time.sleep(3)
+        agent.wait_status(lambda s: s["last_upload_error"])
         status = (spool / "status.json").read_text()
         assert agent.stop() == 0, agent.stderr
     finally:
