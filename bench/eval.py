@@ -176,7 +176,7 @@ def run_one(args, cfg, scenario, rep, rng_draw, out_dir):
                        healthy_median_step_s=statistics.median(split[0]) if split else None,
                        faulted_median_step_s=statistics.median(split[1]) if split else None,
                        step_times_s=run.step_times(SKIP), median_step_s=run.median_step(SKIP),
-                       findings=run.findings, analyze_summary=(run.analyze_stderr.splitlines() or [""])[0],
+                       findings=run.findings, analyze_summary=(run.analyze_output.splitlines() or [""])[0],
                        flow_stats=flow_stats(run.fleet, lab.ips))
             rec["below_floors"], rec["floors"] = below_floors(run.fleet)
     except Exception as e:  # noqa: BLE001 - one failed run must not end the matrix
@@ -555,7 +555,7 @@ def rescore(args):
             sys.exit(f"analyze failed on {rec['dir']}: {proc.stderr.strip()}")
         with open(out) as f:
             rec["findings"] = json.load(f)
-        rec["analyze_summary"] = (proc.stderr.splitlines() or [""])[0]
+        rec["analyze_summary"] = (proc.stdout.splitlines() or [""])[0]
         rec["below_floors"], rec["floors"] = below_floors(os.path.join(rec["dir"], "fleet"))
         analyze_with_baseline(rec, records)
         log(f"{os.path.basename(rec['dir'])}: {len(rec['findings'])} finding(s); first: "

@@ -414,7 +414,7 @@ class Run:
             self.faults.append({"kind": "slow_rank", "rank": r, "node": lab.node_of_rank(r),
                                 "host": lab.hostname(lab.node_of_rank(r)), "ms": job["slow_ms"], "mode": job["slow_mode"]})
         self.timings = {}
-        self.findings, self.analyze_stderr = None, ""
+        self.findings, self.analyze_output = None, ""
         t0 = time.time()
         recorders = []
         try:
@@ -456,9 +456,9 @@ class Run:
             out = os.path.join(self.dir, "findings.json")
             proc = sh(scaletrace_bin(), "analyze", self.fleet, "--json", out, "--report",
                       os.path.join(self.dir, "report.html"), check=False, timeout=600)
-            self.analyze_stderr = proc.stderr
+            self.analyze_output = proc.stdout  # the findings as printed (warnings: analyze.txt)
             with open(os.path.join(self.dir, "analyze.txt"), "w") as f:
-                f.write(proc.stderr)
+                f.write(proc.stderr + proc.stdout)
             if proc.returncode != 0:
                 raise RuntimeError(f"analyze failed: {proc.stderr.strip()[-2000:]}")
             with open(out) as f:

@@ -262,7 +262,7 @@ def test_partitioned_tree_reads_with_one_glob_and_prunes_by_host_and_hour(net, t
     # `analyze` reads the same tree
     proc = subprocess.run([BIN, "analyze", str(spool), "--no-report"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "2 hosts" in proc.stderr.splitlines()[0], proc.stderr
+    assert "2 hosts" in proc.stdout.splitlines()[0], proc.stdout
 
 
 def test_config_file_health_files_and_bad_settings(net, tmp_path):

@@ -29,7 +29,7 @@ def findings(tmp_path, problems):
     traces = scenarios.generate(str(tmp_path / "fleet"), problems)
     out = tmp_path / "findings.json"
     proc = analyze(traces, "--json", str(out), "--report", str(tmp_path / "report.html"))
-    return json.loads(out.read_text()), proc.stderr
+    return json.loads(out.read_text()), proc.stdout
 
 
 def first(found, category, scope):
@@ -40,11 +40,11 @@ def first(found, category, scope):
 
 
 def test_clean_fleet_has_no_finding(tmp_path):
-    found, stderr = findings(tmp_path, [])
+    found, printed = findings(tmp_path, [])
     assert found == [], found
-    assert stderr.count("nothing found") == 9, stderr
+    assert printed.count("nothing found") == 9, printed
     # the two stray retransmits were read, just below every threshold
-    assert "2 retransmit events" in stderr.splitlines()[0]
+    assert "2 retransmit events" in printed.splitlines()[0]
 
 
 def test_the_receiving_end_of_a_flow_is_not_judged_on_latency(tmp_path):
@@ -114,7 +114,7 @@ def test_an_rtt_outlier_on_a_job_that_lost_no_time_is_not_a_finding(tmp_path):
     out = tmp_path / "findings.json"
     proc = analyze(fleet, "--json", str(out), "--no-report")
     assert json.loads(out.read_text()) == [], proc.stderr
-    latency = proc.stderr.split("\nLatency")[1].split("\n\n")[0]
+    latency = proc.stdout.split("\nLatency")[1].split("\n\n")[0]
     assert "nothing found" in latency and "stood out" in latency and "RTT p99 3000 µs" in latency, latency
     # the same recording without timelines: the outlier is the finding
     for node in os.listdir(fleet):
@@ -185,7 +185,7 @@ def test_findings_name_the_job_of_their_hosts_flows(tmp_path):
         assert f["job"] == expected and f["summary"].startswith(expected + ": "), f
     assert any(f["scope"] == "tail_outlier" for f in labelled), "no flow finding to check"
     assert all(f["job"] is None for f in found if not f["host"])
-    assert "job 412" in proc.stderr
+    assert "job 412" in proc.stdout
 
 
 def test_straggler_rank_ranks_first(tmp_path):
@@ -365,7 +365,7 @@ def test_a_truncated_file_is_left_out_and_named_not_fatal(tmp_path):
     proc = analyze(str(data), "--no-report", "--json", str(out))
     warning = [l for l in proc.stderr.splitlines() if "not whole Parquet files" in l]
     assert len(warning) == 1 and "left out 1 file(s)" in warning[0] and str(cut) in warning[0], proc.stderr
-    assert f"{all_rows - cut_rows} flows" in proc.stderr, proc.stderr
+    assert f"{all_rows - cut_rows} flows" in proc.stdout, proc.stdout
     assert any(f["category"] == "slowdown" for f in json.loads(out.read_text()))
     # given by name: the same
     proc = analyze(str(cut), str(data / "node1"), "--no-report")
@@ -417,9 +417,9 @@ def test_missing_tables_are_reported_not_fatal(tmp_path):
         for table in ("gpu_events", "gpu_devices"):
             shutil.rmtree(os.path.join(traces, node, table))
     proc = analyze(traces, "--no-report")
-    assert "not analyzed: straggler (no gpu_events or nccl_calls table)" in proc.stderr
-    assert "not analyzed: locality (no gpu_events, no gpu_devices table)" in proc.stderr
-    assert "Loss bursts: 1 finding(s)" in proc.stderr
+    assert "not analyzed: straggler (no gpu_events or nccl_calls table)" in proc.stdout
+    assert "not analyzed: locality (no gpu_events, no gpu_devices table)" in proc.stdout
+    assert "Loss bursts: 1 finding(s)" in proc.stdout
 
 
 def test_an_empty_gpu_devices_table_is_no_locality_verdict(tmp_path):
@@ -435,8 +435,8 @@ def test_an_empty_gpu_devices_table_is_no_locality_verdict(tmp_path):
             con.execute(f"COPY empty TO '{path}' (FORMAT parquet)")
     proc = analyze(traces, "--no-report")
     assert proc.returncode == 0, proc.stderr
-    assert "not analyzed: locality (no GPU in gpu_devices: the recorders' NVML sampled none)" in proc.stderr, proc.stderr
-    assert "GPU-NIC locality:" not in proc.stderr, proc.stderr
+    assert "not analyzed: locality (no GPU in gpu_devices: the recorders' NVML sampled none)" in proc.stdout, proc.stdout
+    assert "GPU-NIC locality:" not in proc.stdout, proc.stdout
 
 
 def test_bad_input_is_one_line_and_nonzero(tmp_path):
@@ -478,7 +478,7 @@ def test_paths_with_glob_characters_links_and_backslashes_are_read_as_paths(tmp_
         out = tmp_path / "f.json"
         proc = analyze(path, "--no-report", "--json", str(out))
         found = json.loads(out.read_text())
-        return proc.stderr.splitlines()[0], [f for f in found if f["category"] == "loss_burst"]
+        return proc.stdout.splitlines()[0], [f for f in found if f["category"] == "loss_burst"]
 
     header, losses = header_and_losses(lossy)
     files = sum(len(fs) for _, _, fs in os.walk(lossy))
@@ -712,7 +712,7 @@ def test_flow_windows_stand_for_the_samples_of_their_flows(tmp_path):
     proc = analyze(windows_only, "--no-report", "--json", str(out))
     found = json.loads(out.read_text())
     assert first(found, "contention", "peer")["subject"] == scenarios.ip(scenarios.CONGESTED), proc.stderr
-    assert "not analyzed: contention" not in proc.stderr
+    assert "not analyzed: contention" not in proc.stdout and "Contention" in proc.stdout
     # and at twice the windows' length, from their histograms added up
     proc = analyze(windows_only, "--no-report", "--json", str(out), "--window", "2s")
     found = json.loads(out.read_text())
@@ -723,7 +723,7 @@ def test_memory_limit_spills_or_says_what_to_do(tmp_path):
     """1,024 nodes x 10 min was killed by the kernel at 24 GB with no word of analyze's own."""
     fleet = scenarios.generate(str(tmp_path / "fleet"), ["loss_burst"])
     proc = analyze(fleet, "--no-report", "--memory-limit", "500MB", "--temp-dir", str(tmp_path / "spill"))
-    assert "Loss bursts: 1 finding(s)" in proc.stderr
+    assert "Loss bursts: 1 finding(s)" in proc.stdout
     for limit, expected in (("1MB", "DuckDB ran out of memory (--memory-limit 1MB): raise --memory-limit"),
                             ("lots", "--memory-limit / --temp-dir: Parser Error")):
         proc = analyze(fleet, "--no-report", "--memory-limit", limit, check=False)
@@ -837,4 +837,4 @@ def test_recorded_loss_hot_spot_is_found(tmp_path):
     # NIC counters of a machine without RDMA devices: the RDMA category is not analyzed, rather
     # than "nothing found"
     assert os.listdir(tmp_path / "traces" / "nic_counters")
-    assert "not analyzed: rdma_retransmits (no RDMA device counters" in proc.stderr, proc.stderr
+    assert "not analyzed: rdma_retransmits (no RDMA device counters" in proc.stdout, proc.stdout

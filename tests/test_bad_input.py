@@ -25,7 +25,20 @@ def error_line(proc):
     (["record", "--duration", "ten"], "invalid value 'ten' for '--duration"),
     (["record", "--port", "99999"], "not a port"),
     (["record", "--port", "10-5"], "empty"),
-    (["record", "--cidr", "10.0.0.0/40"], "--cidr"),
+    (["record", "--cidr", "10.0.0.0/40"], "the prefix length 40 is not a number from 0 to 32"),
+    (["record", "--cidr", "fd00::/129"], "the prefix length 129 is not a number from 0 to 128"),
+    (["record", "--cidr", "10.0.0/8"], "10.0.0 is not an IPv4 or IPv6 address"),
+    # a recording of nothing said it had succeeded
+    (["record", "--duration", "0s"], "a recording of no time records nothing"),
+    # 300000y wrapped around to "at least 1ms"; 10000000h leaked a DuckDB overflow error
+    (["analyze", "--window", "300000y"], "a window is from 1ms to 1d"),
+    (["analyze", "--window", "10000000h"], "a window is from 1ms to 1d"),
+    (["analyze", "--window", "0s"], "a window is from 1ms to 1d"),
+    (["sql", "--window", "2d"], "a window is from 1ms to 1d"),
+    # merge allowed 1 µs, analyze 1ms, for the same views
+    (["merge", "--window", "500us"], "a window is from 1ms to 1d"),
+    # --top 0 showed one finding per category
+    (["analyze", "--top", "0"], "0 would show no finding"),
     (["record", "--max-retransmit-rate", "0"], "--max-retransmit-rate"),
     (["record", "--bogus"], "unexpected argument '--bogus'"),
     (["frobnicate"], "unrecognized subcommand"),
@@ -133,8 +146,22 @@ def test_unwritable_output_fails_before_attaching(tmp_path):
     blocker.write_text("not a directory")
     proc = run("record", "--out", str(blocker / "sub"), "--duration", "1s")
     assert proc.returncode == 1
-    assert "--out" in error_line(proc) and "cannot create it" in error_line(proc)
+    assert f"--out {blocker / 'sub'}: {blocker} is not a directory" in error_line(proc), proc.stderr
     assert "recording to" not in proc.stderr
+    # a link to nothing: the system's own word for it, "File exists", named neither
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "missing")
+    trace = tmp_path / "trace.json"
+    trace.write_text('{"traceEvents": []}')
+    for command in (["record", "--duration", "1s"], ["agent", "--no-gpu", "--duration", "1s"], ["import", str(trace)]):
+        proc = run(*command, "--out", str(dangling))
+        assert proc.returncode == 1, proc.stderr
+        assert error_line(proc) == (f"scaletrace: error: --out {dangling} is a symbolic link to "
+                                    f"{tmp_path / 'missing'}, which does not exist"), proc.stderr
+    assert not (tmp_path / "missing").exists()
+    # import said "creating FILE: File exists" (record: "is not a directory")
+    proc = run("import", str(trace), "--out", str(blocker))
+    assert proc.returncode == 1 and error_line(proc) == f"scaletrace: error: --out {blocker} is not a directory", proc.stderr
 
 
 def test_without_privileges_the_error_names_what_is_missing(tmp_path):

@@ -363,7 +363,7 @@ def analyze_json(tmp_path, fleet, *args, check=True):
                           capture_output=True, text=True, timeout=300)
     if check:
         assert proc.returncode == 0, proc.stderr
-        return json.loads(out.read_text()), proc.stderr
+        return json.loads(out.read_text()), proc.stdout  # the findings as printed
     return None, proc.stderr
 
 
@@ -384,8 +384,8 @@ def test_slow_link_from_the_first_step_is_priced_against_a_baseline_run(limited_
     # the kernel's delivery rate of the limited link's flow is the tbf rate
     rate = re.search(r"its slowest flow delivered (\d+) Mbit/s", alone[0]["summary"])
     assert rate and 0.75 * RATE_MBIT <= int(rate.group(1)) <= 1.1 * RATE_MBIT, alone[0]["summary"]
-    found, stderr = analyze_json(tmp_path, limited_from_start.fleet, "--baseline", clean.fleet)
-    assert "baseline" in stderr and f"{NODES} ranks" in stderr, stderr
+    found, printed = analyze_json(tmp_path, limited_from_start.fleet, "--baseline", clean.fleet)
+    assert "baseline" in printed and f"{NODES} ranks" in printed, printed
     assert found and names_planted(found[0], planted), found[:1]
     base = clean.median_step()
     measured = sum(s - base for s in limited_from_start.step_times())
@@ -416,9 +416,9 @@ def test_a_culprit_below_the_floors_is_shown_under_an_empty_verdict(slow, tmp_pa
     Here the floor is raised above the slow rank's real cost."""
     first = slow.findings[0]
     assert first["category"] == "slowdown" and first["rank"] == SLOW, first
-    found, stderr = analyze_json(tmp_path, slow.fleet, "--set", "min_lost_fraction=0.95")
+    found, printed = analyze_json(tmp_path, slow.fleet, "--set", "min_lost_fraction=0.95")
     assert not [f for f in found if f["category"] == "slowdown"], found
-    verdict = stderr[stderr.index("Verdict:"):].split("\n\n")[0]
+    verdict = printed[printed.index("Verdict:"):].split("\n\n")[0]
     assert "nothing found" in verdict and "below the floors" in verdict, verdict
     line = next(ln for ln in verdict.splitlines() if ln.startswith("  - "))
     assert line.startswith(f"  - rank {SLOW} (node{SLOW}), a straggler: {first['time_lost_s']:.2f} s lost"), (line, first)

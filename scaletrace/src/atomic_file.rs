@@ -181,6 +181,38 @@ pub fn warn_if_writable_by_others(dir: &Path, flag: &str) {
     }
 }
 
+/// Creates the output directory the user named (`flag`: the option that named it) with its
+/// parents, saying what is in the way where it cannot: a file, or a symbolic link to nothing
+/// (the system says only "File exists" for both).
+pub fn create_output_dir(flag: &str, dir: &Path) -> Result<()> {
+    let Err(e) = std::fs::create_dir_all(dir) else {
+        return Ok(());
+    };
+    // the deepest part of the path that is there: what stopped the creation
+    if let Some((p, meta)) = dir
+        .ancestors()
+        .find_map(|p| std::fs::symlink_metadata(p).ok().map(|m| (p, m)))
+    {
+        // "--out a/b: a is ...", or "--out a is ..." when it is the directory itself
+        let which = if p == dir {
+            format!("{flag} {}", dir.display())
+        } else {
+            format!("{flag} {}: {}", dir.display(), p.display())
+        };
+        if meta.file_type().is_symlink() && !p.exists() {
+            let to = std::fs::read_link(p).unwrap_or_default();
+            bail!(
+                "{which} is a symbolic link to {}, which does not exist",
+                to.display()
+            );
+        }
+        if !p.is_dir() {
+            bail!("{which} is not a directory");
+        }
+    }
+    Err(e).with_context(|| format!("{flag} {}: cannot create it", dir.display()))
+}
+
 fn check_real_dir(p: &Path) -> Result<()> {
     let meta = std::fs::symlink_metadata(p).with_context(|| format!("reading {}", p.display()))?;
     if meta.file_type().is_symlink() {

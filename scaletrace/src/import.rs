@@ -333,6 +333,8 @@ pub fn run(args: ImportArgs) -> Result<()> {
         .host
         .clone()
         .unwrap_or_else(|| NodeIdentity::current().hostname);
+    // once, not as each trace's own failure
+    crate::atomic_file::create_output_dir("--out", &args.out)?;
     // Every input is imported even when one fails: one damaged rank must not cost the others.
     if let [only] = args.traces.as_slice() {
         let done = import_one(only, &args, &host)?;

@@ -17,7 +17,7 @@ pub struct MergeArgs {
     pub paths: Vec<String>,
 
     /// Window length (e.g. 100ms, 1s).
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = crate::analyze::params::parse_window)]
     pub window: Duration,
 
     /// Directory to write `windows/` into (default: the first path, when it is a directory).
@@ -98,10 +98,8 @@ pub fn run(args: MergeArgs) -> Result<()> {
             first
         }
     };
-    let window_ns = i64::try_from(args.window.as_nanos()).context("--window is too long")?;
-    if window_ns < 1_000 {
-        bail!("--window must be at least 1 µs");
-    }
+    // (1ms to 1d: `parse_window`)
+    let window_ns = args.window.as_nanos() as i64;
     let spinner = analyze::Spinner::on_terminal();
     let (db, sources) = analyze::prepare(
         &args.paths,

@@ -87,8 +87,7 @@ pub fn run(args: AgentArgs) -> Result<()> {
     // before anything is created: an agent started without root must leave nothing behind
     crate::environment::check_privileges()?;
     let out = args.record.out.clone();
-    std::fs::create_dir_all(&out)
-        .map_err(|e| anyhow::anyhow!("--out {}: cannot create it: {e}", out.display()))?;
+    crate::atomic_file::create_output_dir("--out", &out)?;
     let target = args
         .upload
         .as_deref()

@@ -2,7 +2,7 @@
 //! over the Parquet of any number of nodes, as a ranked terminal summary and an HTML report.
 mod baseline;
 mod duckdb;
-mod params;
+pub mod params;
 mod report;
 mod sources;
 mod spark;
@@ -35,7 +35,7 @@ pub struct AnalyzeArgs {
     /// recorded with a `--flow-window` of this length or one that divides it (1s is both
     /// defaults; 1s windows serve 10s or 1min) are read from their kernel windows, the others
     /// from their raw RTT samples (slower, more memory)
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = params::parse_window)]
     pub window: Duration,
 
     /// Where to write the HTML report.
@@ -51,7 +51,7 @@ pub struct AnalyzeArgs {
     pub json: Option<PathBuf>,
 
     /// Findings shown per category in the terminal (all of them are in the report).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = parse_top)]
     pub top: usize,
 
     /// Change a threshold, e.g. --set min_retransmits=50 (repeatable; list below).
@@ -124,7 +124,7 @@ pub struct SqlArgs {
     pub paths: Vec<String>,
 
     /// Window length written into st_params.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = params::parse_window)]
     pub window: Duration,
 
     /// Change a threshold, as for `analyze`.
@@ -157,6 +157,15 @@ pub struct SqlArgs {
     /// (`${spark.sql.warehouse.dir}/scaletrace-CHECKSUM`).
     #[arg(long, value_name = "URI")]
     pub spark_tables: Option<String>,
+}
+
+/// `--top`: at least one finding per category (the others are counted, and all are in the report).
+fn parse_top(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("0 would show no finding: give 1 or more (the report has all of them)".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{s}: {e}")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -697,7 +706,7 @@ SELECT printf('the timelines (%s .. %s UTC) and the network capture (%s .. %s UT
 FROM st_timeline_network_apart";
 
 /// The first `top` findings with their position, and how many more the report has.
-fn print_ranked(err: &mut impl std::io::Write, ranked: &[(i64, &Finding)], top: usize, what: &str) {
+fn print_ranked(out: &mut impl std::io::Write, ranked: &[(i64, &Finding)], top: usize, what: &str) {
     let line = |(position, f): &(i64, &Finding)| {
         let mut text = format!("  {position}. [{}] {}", f.scope, f.summary);
         for (label, value) in f.details() {
@@ -705,22 +714,22 @@ fn print_ranked(err: &mut impl std::io::Write, ranked: &[(i64, &Finding)], top: 
         }
         text
     };
-    print_top(err, ranked, top, line, "     ", what);
+    print_top(out, ranked, top, line, "     ", what);
 }
 
 /// A category's findings: the verdict as one ranking across nodes, links and ranks (by the
 /// time each cost), the evidence ranked within each scope.
-fn print_category(err: &mut impl std::io::Write, title: &str, of: &[&Finding], top: usize) {
+fn print_category(out: &mut impl std::io::Write, title: &str, of: &[&Finding], top: usize) {
     if of.is_empty() {
-        let _ = writeln!(err, "\n{title}: nothing found");
+        let _ = writeln!(out, "\n{title}: nothing found");
         return;
     }
-    let _ = writeln!(err, "\n{title}: {} finding(s)", of.len());
+    let _ = writeln!(out, "\n{title}: {} finding(s)", of.len());
     if of[0].category == "slowdown" {
         let ranked: Vec<(i64, &Finding)> = (1..).zip(of.iter().copied()).collect();
-        print_ranked(err, &ranked, top, "");
+        print_ranked(out, &ranked, top, "");
         let _ = writeln!(
-            err,
+            out,
             "  (traced: from the first to the last collective matched on every rank; a healthy step: the median training step no culprit impaired, or the --baseline run's)"
         );
         return;
@@ -734,22 +743,22 @@ fn print_category(err: &mut impl std::io::Write, title: &str, of: &[&Finding], t
             .filter(|f| f.scope == scope)
             .map(|f| (f.rank_in_scope, *f))
             .collect();
-        print_ranked(err, &ranked, top, &format!(" {scope} findings"));
+        print_ranked(out, &ranked, top, &format!(" {scope} findings"));
     }
 }
 
 /// Under an empty verdict: what came closest, so that "nothing found" on a job that did get
 /// slower says how much each suspect cost and which floor kept it out.
-fn print_below_floors(err: &mut impl std::io::Write, below: &[BelowFloors], top: usize) {
+fn print_below_floors(out: &mut impl std::io::Write, below: &[BelowFloors], top: usize) {
     if below.is_empty() {
         return;
     }
     let _ = writeln!(
-        err,
+        out,
         "  below the floors (not findings; thresholds: --help):"
     );
     print_top(
-        err,
+        out,
         below,
         top,
         |b| format!("  - {}", b.describe()),
@@ -760,11 +769,11 @@ fn print_below_floors(err: &mut impl std::io::Write, below: &[BelowFloors], top:
 
 /// What a category held back, by reason (`Finding::withheld`): said, so that "nothing found"
 /// does not hide it, and said not to be a finding.
-fn print_withheld(err: &mut impl std::io::Write, withheld: &[&Finding], top: usize) {
+fn print_withheld(out: &mut impl std::io::Write, withheld: &[&Finding], top: usize) {
     for (reason, of) in withheld_by_reason(withheld) {
-        let _ = writeln!(err, "  {reason} (not findings):");
+        let _ = writeln!(out, "  {reason} (not findings):");
         print_top(
-            err,
+            out,
             &of,
             top,
             |f| format!("  - [{}] {}", f.scope, f.summary),
@@ -789,7 +798,7 @@ pub fn withheld_by_reason<'a>(withheld: &[&'a Finding]) -> Vec<(&'a str, Vec<&'a
 
 /// The first `top` items (at least one), one line each, then how many more the report holds.
 fn print_top<T>(
-    err: &mut impl std::io::Write,
+    out: &mut impl std::io::Write,
     items: &[T],
     top: usize,
     line: impl Fn(&T) -> String,
@@ -798,12 +807,12 @@ fn print_top<T>(
 ) {
     let top = top.max(1);
     for item in items.iter().take(top) {
-        let _ = writeln!(err, "{}", line(item));
+        let _ = writeln!(out, "{}", line(item));
     }
     if items.len() > top {
         let more = items.len() - top;
         let _ = writeln!(
-            err,
+            out,
             "{more_indent}... {more} more{what}: --top {} shows them all",
             items.len()
         );
@@ -849,7 +858,8 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
     spinner.hide();
     if let Some(b) = &baseline {
         b.check_same_job(&db)?;
-        eprintln!("scaletrace analyze: {}", b.describe());
+        // part of the output: what the findings were priced against
+        println!("scaletrace analyze: {}", b.describe());
     }
     spinner.show(&format!(
         "running the diagnoses over {} files with DuckDB {}",
@@ -877,9 +887,11 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
 
     spinner.hide();
     report_refusals(&db);
-    let mut err = std::io::stderr().lock();
+    // The findings are the command's output (stdout: `analyze ... > findings.txt`, `| less`);
+    // warnings, where the report went and how long it took are about the run (stderr).
+    let mut out = std::io::stdout().lock();
     let _ = writeln!(
-        err,
+        out,
         "scaletrace analyze: {} files, {}",
         sources.total_files(),
         overview.describe()
@@ -919,19 +931,22 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
             continue;
         }
         let of: Vec<&Finding> = findings.iter().filter(|f| f.category == category).collect();
-        print_category(&mut err, title, &of, args.top);
+        print_category(&mut out, title, &of, args.top);
         if of.is_empty() && category == "slowdown" {
-            print_below_floors(&mut err, &below_floors, args.top);
+            print_below_floors(&mut out, &below_floors, args.top);
         }
         let held: Vec<&Finding> = withheld.iter().filter(|f| f.category == category).collect();
-        print_withheld(&mut err, &held, args.top);
+        print_withheld(&mut out, &held, args.top);
     }
     if !not_analyzed.is_empty() {
-        let _ = writeln!(err);
+        let _ = writeln!(out);
         for (category, why) in &not_analyzed {
-            let _ = writeln!(err, "not analyzed: {category} ({why})");
+            let _ = writeln!(out, "not analyzed: {category} ({why})");
         }
     }
+    let _ = out.flush();
+    drop(out);
+    let mut err = std::io::stderr().lock();
     if let Some(path) = &args.json {
         write_atomically(path, serde_json::to_string_pretty(&findings)?.as_bytes())?;
     }

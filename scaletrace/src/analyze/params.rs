@@ -187,13 +187,27 @@ pub struct Params {
     values: Vec<(&'static str, f64)>,
 }
 
+/// The longest analysis window: a day. A window is a row per host (and rank) in every per-window
+/// view; one longer than any capture makes each of them one row, and at 10,000,000 h its
+/// nanoseconds overflowed the views' 64-bit integers (a DuckDB error instead of this line).
+const LONGEST_WINDOW: std::time::Duration = std::time::Duration::from_secs(86_400);
+
+/// `--window` of `analyze`, `sql` and `merge`: 1ms to 1d.
+pub fn parse_window(s: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d < std::time::Duration::from_millis(1) || d > LONGEST_WINDOW {
+        return Err(format!("{s}: a window is from 1ms to 1d"));
+    }
+    Ok(d)
+}
+
 impl Params {
     /// Defaults, the window, and `name=value` overrides.
     pub fn new(window: std::time::Duration, overrides: &[String]) -> Result<Self> {
-        let window_us = window.as_micros() as i64;
-        if window_us < 1000 {
-            bail!("--window must be at least 1ms");
+        if let Err(e) = parse_window(&humantime::format_duration(window).to_string()) {
+            bail!("--window {e}");
         }
+        let window_us = window.as_micros() as i64;
         let mut values: Vec<(&'static str, f64)> =
             DEFAULTS.iter().map(|(n, v, _)| (*n, *v)).collect();
         for o in overrides {

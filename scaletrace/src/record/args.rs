@@ -9,7 +9,7 @@ use scaletrace_common::{Config, AF_INET, AF_INET6};
 #[derive(Debug, Args)]
 pub struct RecordArgs {
     /// Stop after this long (e.g. 30s, 5m, 1h). Without it, record until Ctrl-C or SIGTERM.
-    #[arg(short, long, value_parser = humantime::parse_duration)]
+    #[arg(short, long, value_parser = parse_record_duration)]
     pub duration: Option<Duration>,
 
     /// Directory for the Parquet files; each table goes to <OUT>/<table>/<run-id>.parquet.
@@ -21,7 +21,7 @@ pub struct RecordArgs {
     pub port: Option<(u16, u16)>,
 
     /// Only flows whose local or remote address is in this CIDR (e.g. 10.0.0.0/8, fd00::/64).
-    #[arg(long, value_name = "CIDR")]
+    #[arg(long, value_name = "CIDR", value_parser = parse_cidr)]
     pub cidr: Option<IpNet>,
 
     /// Only flows in this network namespace: a name from `ip netns` or a path like
@@ -146,6 +146,29 @@ pub fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
         return Err(format!("port range {lo}-{hi} is empty (low > high)"));
     }
     Ok((lo, hi))
+}
+
+/// `--duration`: more than nothing (0s attached everything, wrote 17 empty tables and said
+/// it had succeeded).
+fn parse_record_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d.is_zero() {
+        return Err(format!("{s}: a recording of no time records nothing (leave --duration out to record until stopped)"));
+    }
+    Ok(d)
+}
+
+/// `--cidr`: an address and a prefix length; a prefix too long for its address family says
+/// so (the parser's own error called 10.0.0.0/33 "invalid IP address syntax").
+fn parse_cidr(s: &str) -> Result<IpNet, String> {
+    s.parse::<IpNet>().map_err(|_| match s.split_once('/') {
+        Some((addr, len)) if addr.parse::<std::net::IpAddr>().is_ok() => {
+            let most = if addr.contains(':') { 128 } else { 32 };
+            format!("{s}: the prefix length {len} is not a number from 0 to {most}")
+        }
+        Some((addr, _)) => format!("{s}: {addr} is not an IPv4 or IPv6 address"),
+        None => format!("{s}: expected ADDRESS/PREFIX_LENGTH, e.g. 10.0.0.0/8"),
+    })
 }
 
 pub fn parse_gpu_interval(s: &str) -> Result<Duration, String> {

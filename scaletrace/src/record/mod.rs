@@ -300,13 +300,9 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
 /// nothing behind that it created: a mistyped `--out` inside a running agent's spool must not
 /// leave an empty directory there (with lock files that look like a recording's).
 fn lock_out(out: &std::path::Path, host: &str) -> Result<crate::layout::OutputLock> {
-    if out.exists() && !out.is_dir() {
-        bail!("--out {} is not a directory", out.display());
-    }
     // the directories this call creates, deepest first
     let created: Vec<&std::path::Path> = out.ancestors().take_while(|d| !d.exists()).collect();
-    std::fs::create_dir_all(out)
-        .map_err(|e| anyhow::anyhow!("--out {}: cannot create it: {e}", out.display()))?;
+    crate::atomic_file::create_output_dir("--out", out)?;
     crate::layout::claim_output(out, host, "record").inspect_err(|_| {
         if created.is_empty() {
             return;
