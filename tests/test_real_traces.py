@@ -77,6 +77,38 @@ def imported(tmp_path_factory):
     return out
 
 
+SAMPLED = ["hta_trace_filter/sampled_rank-0.json.gz", "hta_trace_filter/sampled_rank-1.json.gz"]
+
+
+def test_a_layer_of_point_to_point_kernels_alone_does_not_hide_the_collectives(tmp_path):
+    """HTA's sampled traces keep NCCL's SendRecv kernels (NCCL runs all_to_all on them) and the
+    backend's nccl:all_reduce, nccl:all_to_all and nccl:_all_gather_base annotations. The
+    collectives were read from the most precise layer, the kernels, which hold no collective:
+    analyze said "no collective operations". They are read from the most precise layer that
+    has collectives: every annotation of each rank, as the trace has them."""
+    for name in SAMPLED:
+        proc = run("import", os.path.join(REAL, name), "--out", str(tmp_path / "fleet"))
+        assert proc.returncode == 0, proc.stderr
+    con = sql_script(str(tmp_path / "fleet"))
+    assert con.execute("SELECT DISTINCT comm_layer FROM st_rank_trace").fetchall() == [("backend",)]
+    got = con.execute("SELECT rank, collective, count(*) FROM st_collective_op GROUP BY ALL ORDER BY ALL").fetchall()
+    want = {}
+    for rank, name in enumerate(SAMPLED):
+        for e in complete(load(name)["traceEvents"]):
+            if e["name"].startswith("ncclKernel_"):
+                assert "SendRecv" in e["name"], e["name"]  # the kernels: point-to-point only
+            collective = {"nccl:all_reduce": "AllReduce", "nccl:all_to_all": "AllToAll",
+                          "nccl:_all_gather_base": "AllGather"}.get(e["name"])
+            if collective:
+                want[(rank, collective)] = want.get((rank, collective), 0) + 1
+    assert got == sorted((r, c, n) for (r, c), n in want.items()) and len(got) == 6, got
+    proc = run("analyze", str(tmp_path / "fleet"), "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    assert "no collective operations" not in proc.stdout and " 20 collective operations" in proc.stdout, proc.stdout
+    # the two sampled ranks' annotations do not overlap in time: said, not matched into steps
+    assert "whose ranks' operations do not overlap in time" in proc.stderr, proc.stderr
+
+
 def test_every_event_lands_with_exact_nanoseconds(imported):
     doc = load(NCCL_DATA)
     base = int(doc["baseTimeNanoseconds"])
@@ -205,7 +237,7 @@ def test_merge_windows_are_shares_of_traced_time(imported, tmp_path):
 def test_report_of_gpu_only_input_shows_ranks_and_steps(imported, tmp_path):
     proc = run("analyze", str(imported / "a100"), "--report", str(tmp_path / "r.html"))
     assert proc.returncode == 0, proc.stderr
-    assert " 1 ranks," in proc.stdout, proc.stdout
+    assert " 1 rank," in proc.stdout, proc.stdout
     html = (tmp_path / "r.html").read_text()
     assert "Training steps per rank" in html and "Exposed communication per step" in html
     assert "RTT over time" not in html, "no empty network charts without network tables"
@@ -416,6 +448,13 @@ def test_two_runs_of_the_same_ranks_are_not_one_job(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "not matched: n1 rank 1: rank1.pt.trace.json (imported as" in proc.stderr, proc.stderr
     assert "2 ranks (2 traces not of this job left out" in proc.stdout, proc.stdout
+    # and the rest of the line is the job's, as if the refused traces were not there: their
+    # events and their hour counted in it (helper's trial: a refused 2022 trace made the span
+    # of a 2026 job's 12 seconds 2022-11-30 .. 2026-12-06)
+    alone = run("analyze", str(tmp_path / "first"), "--no-report")
+    assert alone.returncode == 0, alone.stderr
+    job = lambda text: text.splitlines()[0].split(" collective operations, ")[1]
+    assert job(proc.stdout) == job(alone.stdout), (proc.stdout, alone.stdout)
 
 
 def test_a_ranks_trace_of_another_job_does_not_change_the_group_size_of_its_trace_of_this_one(tmp_path):

@@ -454,27 +454,37 @@ impl Overview {
     /// "4 hosts, 16 flows, ... 2026-01-01 00:00:00 .. 2026-01-01 00:00:29 UTC"
     pub fn describe(&self) -> String {
         format!(
-            "{} hosts, {} flows, {} RTT samples, {} retransmitted segments ({} retransmit events), {} ranks{}, {} collective operations, {} timeline events; {} .. {} UTC",
-            self.hosts,
-            self.flows,
-            self.rtt_samples,
-            self.retransmitted_segments,
-            self.retransmits,
-            self.ranks,
+            "{}, {}, {}, {} ({}), {}{}, {}, {}; {} .. {} UTC",
+            count(self.hosts, "host"),
+            count(self.flows, "flow"),
+            count(self.rtt_samples, "RTT sample"),
+            count(self.retransmitted_segments, "retransmitted segment"),
+            count(self.retransmits, "retransmit event"),
+            count(self.ranks, "rank"),
             match self.refused_traces {
                 0 => String::new(),
-                n => format!(" ({n} traces not of this job left out: `not matched` above)"),
+                n => format!(
+                    " ({} not of this job left out: `not matched` above)",
+                    count(n, "trace")
+                ),
             },
-            self.collective_ops,
-            self.gpu_events,
+            count(self.collective_ops, "collective operation"),
+            count(self.gpu_events, "timeline event"),
             self.first.as_deref().unwrap_or("?"),
             self.last.as_deref().unwrap_or("?"),
         )
     }
 }
 
+/// "1 host", "2 hosts".
+fn count(n: i64, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
 const OVERVIEW_SQL: &str = "SELECT
-    (SELECT count(DISTINCT host) FROM (SELECT host FROM flows UNION SELECT host FROM rtt UNION SELECT host FROM gpu_events UNION SELECT host FROM nccl_calls)) AS hosts,
+    -- the timelines of the job: traces of other runs are refused (`not matched`), and their
+    -- hosts, events and times counted here made the line describe what was not analyzed
+    (SELECT count(DISTINCT host) FROM (SELECT host FROM flows UNION SELECT host FROM rtt UNION SELECT host FROM st_event UNION SELECT host FROM nccl_calls)) AS hosts,
     (SELECT count(*) FROM flows) AS flows,
     (SELECT count(*) FROM rtt) AS rtt_samples,
     (SELECT coalesce(sum(retransmits), 0) FROM st_retrans_flow)::BIGINT AS retransmitted_segments,
@@ -484,11 +494,11 @@ const OVERVIEW_SQL: &str = "SELECT
                            UNION SELECT host, rank FROM st_collective_op)) AS ranks,
     (SELECT count(*) FROM st_rank_refused) AS refused_traces,
     (SELECT count(*) FROM st_collective_op) AS collective_ops,
-    (SELECT count(*) FROM gpu_events) AS gpu_events,
+    (SELECT count(*) FROM st_event) AS gpu_events,
     (SELECT count(*) FROM (SELECT DISTINCT host, device FROM nic_counters WHERE source IN ('ib', 'ib_hw'))) AS rdma_devices,
     (SELECT count(*) FROM gpu_devices) AS gpu_devices,
-    (SELECT strftime(min(t), '%Y-%m-%d %H:%M:%S') FROM (SELECT min(ts) AS t FROM rtt UNION ALL SELECT min(start) FROM flows UNION ALL SELECT min(ts) FROM gpu_events WHERE coalesce(time_aligned, true))) AS first,
-    (SELECT strftime(max(t), '%Y-%m-%d %H:%M:%S') FROM (SELECT max(ts) AS t FROM rtt UNION ALL SELECT max(\"end\") FROM flows UNION ALL SELECT max(ts) FROM gpu_events WHERE coalesce(time_aligned, true))) AS last";
+    (SELECT strftime(min(t), '%Y-%m-%d %H:%M:%S') FROM (SELECT min(ts) AS t FROM rtt UNION ALL SELECT min(start) FROM flows UNION ALL SELECT to_timestamp(min(start_us) / 1e6) FROM st_event)) AS first,
+    (SELECT strftime(max(t), '%Y-%m-%d %H:%M:%S') FROM (SELECT max(ts) AS t FROM rtt UNION ALL SELECT max(\"end\") FROM flows UNION ALL SELECT to_timestamp(max(start_us) / 1e6) FROM st_event)) AS last";
 
 /// Finds the tables under `paths`, opens DuckDB and creates every view: what `analyze` and
 /// `merge` both start from.
@@ -907,11 +917,10 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
             // comparing ranks takes two: one rank's timeline "found nothing" only because
             // there was nothing to compare it with
             (CROSS_RANK_CATEGORIES.contains(&category) && overview.ranks < 2).then(|| {
-                let ranks = match overview.ranks {
-                    1 => "1 rank".to_string(),
-                    n => format!("{n} ranks"),
-                };
-                format!("{ranks} in the timelines: it takes two or more to compare")
+                format!(
+                    "{} in the timelines: it takes two or more to compare",
+                    count(overview.ranks, "rank")
+                )
             })
         });
         let why = why.or_else(|| {

@@ -462,16 +462,28 @@ SELECT host, rank, source, import_file, pid, category, name, on_gpu, collective,
 FROM gpu_events
 WHERE coalesce(time_aligned, true);
 
+-- A collective that one operation on every rank of its group makes a step of: not a barrier,
+-- nor point-to-point traffic (Send, Recv, SendRecv: each is two ranks' business), nor unknown.
+CREATE OR REPLACE MACRO st_matchable_collective(c) AS
+    c NOT IN ('Barrier', 'Send', 'Recv', 'SendRecv', 'Other');
+
 -- What each traced rank's timeline covers: one row per imported trace file (two traces of one
 -- rank a day apart are two spans, not one day), its device (GPU when it has GPU events, else the
--- CPU), the communication layer its collectives are read from (the most precise one it has:
--- NCCL kernels, other communication kernels, the backend's own annotation such as
--- `gloo:all_reduce`, then the `c10d::` call), and the world size it states.
+-- CPU), the communication layer its collectives are read from (the most precise one that has
+-- any: NCCL kernels, other communication kernels, the backend's own annotation such as
+-- `gloo:all_reduce`, then the `c10d::` call; the most precise one at all when none has), and
+-- the world size it states. A layer with only point-to-point operations is passed over: the
+-- sampled traces of HTA's test data (../shared/real-traces) keep NCCL's SendRecv kernels and
+-- c10d's allreduce, all_gather and all_to_all calls, and read from the kernels they had "no
+-- collective operations".
 CREATE OR REPLACE VIEW st_rank_trace AS
 WITH r AS (
     SELECT host, rank, bool_or(on_gpu) AS has_gpu,
-           min(CASE comm_source WHEN 'nccl_kernel' THEN 1 WHEN 'comm_kernel' THEN 2
-                                WHEN 'backend' THEN 3 WHEN 'c10d' THEN 4 END) AS layer_order
+           coalesce(min(CASE comm_source WHEN 'nccl_kernel' THEN 1 WHEN 'comm_kernel' THEN 2
+                                         WHEN 'backend' THEN 3 WHEN 'c10d' THEN 4 END)
+                      FILTER (WHERE st_matchable_collective(collective)),
+                    min(CASE comm_source WHEN 'nccl_kernel' THEN 1 WHEN 'comm_kernel' THEN 2
+                                         WHEN 'backend' THEN 3 WHEN 'c10d' THEN 4 END)) AS layer_order
     FROM st_trace_event GROUP BY host, rank)
 SELECT e.host, e.rank, e.import_file, any_value(e.source) AS source, min(e.start_ns) AS first_ns, max(e.end_ns) AS last_ns,
        min(e.start_us) AS first_us, max(e.end_us) AS last_us,
@@ -572,7 +584,7 @@ WITH k AS (
     FROM st_event e
     JOIN (SELECT DISTINCT host, rank, comm_layer FROM st_rank_trace) t
       ON t.host = e.host AND t.rank = e.rank AND t.comm_layer = e.comm_source
-    WHERE e.rank IS NOT NULL AND e.collective NOT IN ('Barrier', 'Send', 'Recv', 'SendRecv', 'Other'))
+    WHERE e.rank IS NOT NULL AND st_matchable_collective(e.collective))
 SELECT source, host, rank, collective, process_group, msg_bytes, group_size, start_us, end_us, profiler_step,
        coalesce(
          'pg ' || coalesce(process_group, '?') || ' seq ' || seq,
