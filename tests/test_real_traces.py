@@ -109,6 +109,25 @@ def test_a_layer_of_point_to_point_kernels_alone_does_not_hide_the_collectives(t
     assert "whose ranks' operations do not overlap in time" in proc.stderr, proc.stderr
 
 
+def test_a_directory_is_imported_with_every_trace_below_it(tmp_path):
+    """`import DIR` was refused with a hint, DIR/*.json, that matched none of these traces
+    (gzipped, one directory down). Every .json and .json.gz below it is imported, as
+    `analyze` searches a directory."""
+    below = sorted(os.path.relpath(os.path.join(d, f), REAL) for d, _, fs in os.walk(REAL)
+                   for f in fs if f.endswith((".json", ".json.gz")))
+    assert len(below) >= 4 and all(os.sep in b for b in below), below
+    proc = run("import", REAL, "--out", str(tmp_path / "all"), "--host", "h")
+    assert proc.returncode == 0, proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("scaletrace: imported ")]
+    assert [l.split(" from ")[1].split(" into ")[0] for l in lines] == [os.path.join(REAL, b) for b in below], proc.stderr
+    assert len(os.listdir(tmp_path / "all" / "gpu_events")) == len(below)
+    (tmp_path / "empty" / "sub").mkdir(parents=True)
+    (tmp_path / "empty" / "sub" / "notes.txt").write_text("no trace here")
+    proc = run("import", str(tmp_path / "empty"), "--out", str(tmp_path / "none"))
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [
+        f"scaletrace: error: {tmp_path / 'empty'} holds no trace (.json or .json.gz file), in it or below"], proc.stderr
+
+
 def test_every_event_lands_with_exact_nanoseconds(imported):
     doc = load(NCCL_DATA)
     base = int(doc["baseTimeNanoseconds"])

@@ -45,7 +45,8 @@ table! {
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// Chrome trace JSON files written by the PyTorch profiler (`.json` or `.json.gz`).
+    /// Chrome trace JSON files written by the PyTorch profiler (`.json` or `.json.gz`), or
+    /// directories: every such file below them (subdirectories too) is imported.
     #[arg(required = true)]
     pub traces: Vec<PathBuf>,
 
@@ -226,14 +227,38 @@ struct Imported {
     aligned: bool,
 }
 
-fn import_one(path: &Path, args: &ImportArgs, host: &str) -> Result<Imported> {
-    if path.is_dir() {
-        bail!(
-            "{} is a directory: give the trace files (e.g. {}/*.json)",
-            path.display(),
-            path.display()
-        );
+/// The traces the arguments name: each file as given, and for each directory every `.json`
+/// and `.json.gz` file below it, in name order (as `analyze`, `merge` and `sql` search
+/// directories; links inside it are not followed). A directory was refused, with a hint
+/// (`DIR/*.json`) that matched nothing where the traces sit in subdirectories or are gzipped.
+fn trace_files(given: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for path in given {
+        if !path.is_dir() {
+            files.push(path.clone());
+            continue;
+        }
+        let before = files.len();
+        for entry in walkdir::WalkDir::new(path).sort_by_file_name() {
+            let entry = entry.with_context(|| format!("searching {}", path.display()))?;
+            let name = entry.file_name().to_string_lossy();
+            if entry.file_type().is_file()
+                && (name.ends_with(".json") || name.ends_with(".json.gz"))
+            {
+                files.push(entry.into_path());
+            }
+        }
+        if files.len() == before {
+            bail!(
+                "{} holds no trace (.json or .json.gz file), in it or below",
+                path.display()
+            );
+        }
     }
+    Ok(files)
+}
+
+fn import_one(path: &Path, args: &ImportArgs, host: &str) -> Result<Imported> {
     let scan = kineto::scan_header(path)?;
     if let Some(damage) = &scan.damage {
         // The event pass meets the same fault and reports it (as an error, or with the events it
@@ -335,13 +360,14 @@ pub fn run(args: ImportArgs) -> Result<()> {
         .unwrap_or_else(|| NodeIdentity::current().hostname);
     // once, not as each trace's own failure
     crate::atomic_file::create_output_dir("--out", &args.out)?;
+    let traces = trace_files(&args.traces)?;
     // Every input is imported even when one fails: one damaged rank must not cost the others.
-    if let [only] = args.traces.as_slice() {
+    if let [only] = traces.as_slice() {
         let done = import_one(only, &args, &host)?;
         return report_import(only, &done);
     }
     let mut failed = 0;
-    for path in &args.traces {
+    for path in &traces {
         match import_one(path, &args, &host) {
             Ok(done) => report_import(path, &done)?,
             Err(e) => {
@@ -353,7 +379,7 @@ pub fn run(args: ImportArgs) -> Result<()> {
     if failed > 0 {
         bail!(
             "{failed} of {} traces could not be imported completely",
-            args.traces.len()
+            traces.len()
         );
     }
     Ok(())
