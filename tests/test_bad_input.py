@@ -1,4 +1,5 @@
 """Bad flags and a hostile environment: one clear line, a non-zero exit, nothing half-written."""
+import json
 import os
 import subprocess
 
@@ -55,6 +56,9 @@ DATA = os.path.join(os.path.dirname(__file__), "data")
 @pytest.mark.parametrize("args", [
     ["schema"],
     ["sql", "--dialect", "spark", os.path.join(DATA, "loss-gap-after-onset")],
+    # the findings are analyze's output: a println of the baseline's line panicked here
+    ["analyze", "--no-report", os.path.join(DATA, "loss-gap-after-onset"),
+     "--baseline", os.path.join(DATA, "loss-gap-after-onset")],
 ])
 def test_a_reader_that_stops_early_is_no_error(args):
     """`scaletrace sql ... | head`: the closed pipe ends the output quietly (it panicked, with a
@@ -66,7 +70,19 @@ def test_a_reader_that_stops_early_is_no_error(args):
         proc = subprocess.run([BIN, *args], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
     finally:
         os.close(write_end)
-    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    # (analyze says on stderr how long it took: that is all it may say)
+    assert proc.returncode == 0 and all(l.endswith(" s") and " findings in " in l for l in proc.stderr.splitlines()), proc.stderr
+
+
+def test_findings_that_cannot_be_written_are_an_error_and_the_json_is_kept(tmp_path):
+    """`analyze > /dev/full` exited 0 with every finding lost (its writes' errors were
+    ignored). The JSON is written first, then the findings, whose failure is the exit code."""
+    out = tmp_path / "f.json"
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([BIN, "analyze", "--no-report", "--json", str(out), os.path.join(DATA, "loss-gap-after-onset")],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 1 and "writing the findings to standard output" in error_line(proc), proc.stderr
+    assert json.loads(out.read_text()), "the JSON was not written"
 
 
 @pytest.mark.parametrize("args, expected", [
@@ -159,9 +175,14 @@ def test_unwritable_output_fails_before_attaching(tmp_path):
         assert error_line(proc) == (f"scaletrace: error: --out {dangling} is a symbolic link to "
                                     f"{tmp_path / 'missing'}, which does not exist"), proc.stderr
     assert not (tmp_path / "missing").exists()
-    # import said "creating FILE: File exists" (record: "is not a directory")
-    proc = run("import", str(trace), "--out", str(blocker))
-    assert proc.returncode == 1 and error_line(proc) == f"scaletrace: error: --out {blocker} is not a directory", proc.stderr
+    # import said "creating FILE: File exists" (record: "is not a directory"); with a slash at
+    # the end too
+    for out in (str(blocker), str(blocker) + "/"):
+        proc = run("import", str(trace), "--out", out)
+        assert proc.returncode == 1 and error_line(proc) == f"scaletrace: error: --out {blocker} is not a directory", proc.stderr
+    # a trace that is not there leaves no output directory behind
+    proc = run("import", str(tmp_path / "typo.json"), "--out", str(tmp_path / "new"))
+    assert proc.returncode == 1 and not (tmp_path / "new").exists(), proc.stderr
 
 
 def test_without_privileges_the_error_names_what_is_missing(tmp_path):

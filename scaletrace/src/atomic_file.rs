@@ -188,7 +188,17 @@ pub fn create_output_dir(flag: &str, dir: &Path) -> Result<()> {
     let Err(e) = std::fs::create_dir_all(dir) else {
         return Ok(());
     };
-    // the deepest part of the path that is there: what stopped the creation
+    check_output_dir(flag, dir)?;
+    Err(e).with_context(|| format!("{flag} {}: cannot create it", dir.display()))
+}
+
+/// Refuses an output directory that cannot be created because a file or a symbolic link to
+/// nothing is in its place or above it; creates nothing (`import` creates its output only once
+/// a trace has been read, so a mistyped trace leaves no empty directory behind).
+pub fn check_output_dir(flag: &str, dir: &Path) -> Result<()> {
+    // `a/` as `a`: the lookup of `afile/` fails where the one of `afile` names the file
+    let dir: PathBuf = dir.components().collect();
+    // the deepest part of the path that is there: what stops the creation
     if let Some((p, meta)) = dir
         .ancestors()
         .find_map(|p| std::fs::symlink_metadata(p).ok().map(|m| (p, m)))
@@ -210,7 +220,7 @@ pub fn create_output_dir(flag: &str, dir: &Path) -> Result<()> {
             bail!("{which} is not a directory");
         }
     }
-    Err(e).with_context(|| format!("{flag} {}: cannot create it", dir.display()))
+    Ok(())
 }
 
 fn check_real_dir(p: &Path) -> Result<()> {

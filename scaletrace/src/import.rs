@@ -229,7 +229,7 @@ struct Imported {
 
 /// The traces the arguments name: each file as given, and for each directory every `.json`
 /// and `.json.gz` file below it, in name order (as `analyze`, `merge` and `sql` search
-/// directories; links inside it are not followed). A directory was refused, with a hint
+/// directories, links followed). A directory was refused, with a hint
 /// (`DIR/*.json`) that matched nothing where the traces sit in subdirectories or are gzipped.
 fn trace_files(given: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
@@ -239,7 +239,10 @@ fn trace_files(given: &[PathBuf]) -> Result<Vec<PathBuf>> {
             continue;
         }
         let before = files.len();
-        for entry in walkdir::WalkDir::new(path).sort_by_file_name() {
+        for entry in walkdir::WalkDir::new(path)
+            .follow_links(true)
+            .sort_by_file_name()
+        {
             let entry = entry.with_context(|| format!("searching {}", path.display()))?;
             let name = entry.file_name().to_string_lossy();
             if entry.file_type().is_file()
@@ -358,9 +361,9 @@ pub fn run(args: ImportArgs) -> Result<()> {
         .host
         .clone()
         .unwrap_or_else(|| NodeIdentity::current().hostname);
-    // once, not as each trace's own failure
-    crate::atomic_file::create_output_dir("--out", &args.out)?;
     let traces = trace_files(&args.traces)?;
+    // once, not as each trace's own failure (created when the first trace has been read)
+    crate::atomic_file::check_output_dir("--out", &args.out)?;
     // Every input is imported even when one fails: one damaged rank must not cost the others.
     if let [only] = traces.as_slice() {
         let done = import_one(only, &args, &host)?;

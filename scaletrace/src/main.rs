@@ -120,7 +120,7 @@ fn main() -> ExitCode {
 
 /// A command's output. A reader that stops early (`| head`) is not an error: `print!` would
 /// panic on the broken pipe, with a backtrace.
-fn to_stdout(text: &str) -> anyhow::Result<()> {
+pub fn to_stdout(text: &str) -> anyhow::Result<()> {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {

@@ -16,7 +16,7 @@ pub struct MergeArgs {
     #[arg(default_value = crate::layout::DEFAULT_DIR, num_args = 1..)]
     pub paths: Vec<String>,
 
-    /// Window length (e.g. 100ms, 1s).
+    /// Window length (e.g. 100ms, 1s; 1ms to 1d).
     #[arg(long, default_value = "1s", value_parser = crate::analyze::params::parse_window)]
     pub window: Duration,
 

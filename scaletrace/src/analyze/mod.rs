@@ -31,7 +31,7 @@ pub struct AnalyzeArgs {
     #[arg(default_value = crate::layout::DEFAULT_DIR, num_args = 1..)]
     pub paths: Vec<String>,
 
-    /// Window length for time-based diagnoses (bursts, co-degradation, GPU idle). Flows
+    /// Window length (1ms to 1d) for time-based diagnoses (bursts, co-degradation, GPU idle). Flows
     /// recorded with a `--flow-window` of this length or one that divides it (1s is both
     /// defaults; 1s windows serve 10s or 1min) are read from their kernel windows, the others
     /// from their raw RTT samples (slower, more memory)
@@ -123,7 +123,7 @@ pub struct SqlArgs {
     #[arg(default_value = crate::layout::DEFAULT_DIR, num_args = 1..)]
     pub paths: Vec<String>,
 
-    /// Window length written into st_params.
+    /// Window length (1ms to 1d) written into st_params.
     #[arg(long, default_value = "1s", value_parser = params::parse_window)]
     pub window: Duration,
 
@@ -464,7 +464,7 @@ impl Overview {
             match self.refused_traces {
                 0 => String::new(),
                 n => format!(
-                    " ({} not of this job left out: `not matched` above)",
+                    " ({} not of this job left out: `not matched` on standard error)",
                     count(n, "trace")
                 ),
             },
@@ -866,10 +866,15 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         &|m| spinner.show(m),
     )?;
     spinner.hide();
+    // The findings are the command's output (stdout: `analyze ... > findings.txt`, `| less`),
+    // written once they are all known and after the JSON and the report, so that a full disk
+    // or a reader that went away loses neither; warnings, where the report went and how long
+    // it took are about the run (stderr).
+    let mut out: Vec<u8> = Vec::new();
     if let Some(b) = &baseline {
         b.check_same_job(&db)?;
-        // part of the output: what the findings were priced against
-        println!("scaletrace analyze: {}", b.describe());
+        // what the findings were priced against
+        let _ = writeln!(out, "scaletrace analyze: {}", b.describe());
     }
     spinner.show(&format!(
         "running the diagnoses over {} files with DuckDB {}",
@@ -897,13 +902,10 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
 
     spinner.hide();
     report_refusals(&db);
-    // The findings are the command's output (stdout: `analyze ... > findings.txt`, `| less`);
-    // warnings, where the report went and how long it took are about the run (stderr).
-    let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
-        "scaletrace analyze: {} files, {}",
-        sources.total_files(),
+        "scaletrace analyze: {}, {}",
+        count(sources.total_files() as i64, "file"),
         overview.describe()
     );
     let mut not_analyzed = Vec::new();
@@ -953,9 +955,6 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
             let _ = writeln!(out, "not analyzed: {category} ({why})");
         }
     }
-    let _ = out.flush();
-    drop(out);
-    let mut err = std::io::stderr().lock();
     if let Some(path) = &args.json {
         write_atomically(path, serde_json::to_string_pretty(&findings)?.as_bytes())?;
     }
@@ -971,6 +970,12 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         )
         .context("building the report")?;
         write_atomically(&args.report, html.as_bytes())?;
+    }
+    // (a reader that stops early is no error; a full disk is)
+    crate::to_stdout(&String::from_utf8_lossy(&out))
+        .context("writing the findings to standard output")?;
+    let mut err = std::io::stderr().lock();
+    if !args.no_report {
         let _ = writeln!(err, "\nreport: {}", args.report.display());
     }
     let _ = writeln!(
