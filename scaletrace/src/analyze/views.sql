@@ -476,14 +476,13 @@ CREATE OR REPLACE MACRO st_matchable_collective(c) AS
 -- sampled traces of HTA's test data (../shared/real-traces) keep NCCL's SendRecv kernels and
 -- c10d's allreduce, all_gather and all_to_all calls, and read from the kernels they had "no
 -- collective operations".
+CREATE OR REPLACE MACRO st_layer_order(comm_source) AS
+    CASE comm_source WHEN 'nccl_kernel' THEN 1 WHEN 'comm_kernel' THEN 2 WHEN 'backend' THEN 3 WHEN 'c10d' THEN 4 END;
 CREATE OR REPLACE VIEW st_rank_trace AS
 WITH r AS (
     SELECT host, rank, bool_or(on_gpu) AS has_gpu,
-           coalesce(min(CASE comm_source WHEN 'nccl_kernel' THEN 1 WHEN 'comm_kernel' THEN 2
-                                         WHEN 'backend' THEN 3 WHEN 'c10d' THEN 4 END)
-                      FILTER (WHERE st_matchable_collective(collective)),
-                    min(CASE comm_source WHEN 'nccl_kernel' THEN 1 WHEN 'comm_kernel' THEN 2
-                                         WHEN 'backend' THEN 3 WHEN 'c10d' THEN 4 END)) AS layer_order
+           coalesce(min(st_layer_order(comm_source)) FILTER (WHERE st_matchable_collective(collective)),
+                    min(st_layer_order(comm_source))) AS layer_order
     FROM st_trace_event GROUP BY host, rank)
 SELECT e.host, e.rank, e.import_file, any_value(e.source) AS source, min(e.start_ns) AS first_ns, max(e.end_ns) AS last_ns,
        min(e.start_us) AS first_us, max(e.end_us) AS last_us,

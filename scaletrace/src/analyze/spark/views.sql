@@ -1317,15 +1317,6 @@ FROM gpu_events
 WHERE
   COALESCE(time_aligned, TRUE);
 
-/* What each traced rank's timeline covers: one row per imported trace file (two traces of one */
-/* rank a day apart are two spans, not one day), its device (GPU when it has GPU events, else the */
-/* CPU), the communication layer its collectives are read from (the most precise one that has */
-/* any: NCCL kernels, other communication kernels, the backend's own annotation such as */
-/* `gloo:all_reduce`, then the `c10d::` call; the most precise one at all when none has), and */
-/* the world size it states. A layer with only point-to-point operations is passed over: the */
-/* sampled traces of HTA's test data (../shared/real-traces) keep NCCL's SendRecv kernels and */
-/* c10d's allreduce, all_gather and all_to_all calls, and read from the kernels they had "no */
-/* collective operations". */
 CREATE OR REPLACE TEMPORARY VIEW st_rank_trace AS
 WITH r AS (
   SELECT
@@ -1334,16 +1325,20 @@ WITH r AS (
     BOOL_OR(on_gpu) AS has_gpu,
     COALESCE(
       MIN(
-        CASE comm_source
-          WHEN 'nccl_kernel'
-          THEN 1
-          WHEN 'comm_kernel'
-          THEN 2
-          WHEN 'backend'
-          THEN 3
-          WHEN 'c10d'
-          THEN 4
-        END
+        (
+          CASE (
+              comm_source
+            )
+            WHEN 'nccl_kernel'
+            THEN 1
+            WHEN 'comm_kernel'
+            THEN 2
+            WHEN 'backend'
+            THEN 3
+            WHEN 'c10d'
+            THEN 4
+          END
+        )
       ) FILTER(WHERE
         (
           NOT (
@@ -1351,16 +1346,20 @@ WITH r AS (
           ) IN ('Barrier', 'Send', 'Recv', 'SendRecv', 'Other')
         )),
       MIN(
-        CASE comm_source
-          WHEN 'nccl_kernel'
-          THEN 1
-          WHEN 'comm_kernel'
-          THEN 2
-          WHEN 'backend'
-          THEN 3
-          WHEN 'c10d'
-          THEN 4
-        END
+        (
+          CASE (
+              comm_source
+            )
+            WHEN 'nccl_kernel'
+            THEN 1
+            WHEN 'comm_kernel'
+            THEN 2
+            WHEN 'backend'
+            THEN 3
+            WHEN 'c10d'
+            THEN 4
+          END
+        )
       )
     ) AS layer_order
   FROM st_trace_event
