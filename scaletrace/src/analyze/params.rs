@@ -195,16 +195,23 @@ const LONGEST_WINDOW: std::time::Duration = std::time::Duration::from_secs(86_40
 /// `--window` of `analyze`, `sql` and `merge`: 1ms to 1d.
 pub fn parse_window(s: &str) -> Result<std::time::Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
-    if d < std::time::Duration::from_millis(1) || d > LONGEST_WINDOW {
-        return Err(format!("{s}: a window is from 1ms to 1d"));
-    }
+    check_window(s, d)?;
     Ok(d)
+}
+
+/// The window's bounds, for the command line (`parse_window`) and for callers that build
+/// `Params` from a duration; `given` is how the window was written.
+fn check_window(given: &str, d: std::time::Duration) -> Result<(), String> {
+    if d < std::time::Duration::from_millis(1) || d > LONGEST_WINDOW {
+        return Err(format!("{given}: a window is from 1ms to 1d"));
+    }
+    Ok(())
 }
 
 impl Params {
     /// Defaults, the window, and `name=value` overrides.
     pub fn new(window: std::time::Duration, overrides: &[String]) -> Result<Self> {
-        if let Err(e) = parse_window(&humantime::format_duration(window).to_string()) {
+        if let Err(e) = check_window(&humantime::format_duration(window).to_string(), window) {
             bail!("--window {e}");
         }
         let window_us = window.as_micros() as i64;
