@@ -264,6 +264,39 @@ fn properties(xml: &str, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// Why each test failed, from pytest's FAILURES section: the test's header, the failing
+/// line's location and the `E` lines (the assertion and its values), at most `MAX_REASON_LINES`.
+/// The `-rfEs` summary line alone cannot carry it: in the VM pytest sees an 80-column
+/// terminal, and a test's id longer than that leaves no room for the message, so a CI run
+/// printed "FAILED tests/test_capture.py::test_reordering..." and nothing to act on, with the
+/// logs left on the CI machine.
+fn failure_reasons(log: &str) -> Vec<String> {
+    let Some(start) = log.find("= FAILURES =") else {
+        return Vec::new();
+    };
+    let section = &log[start..];
+    let section = &section[..section
+        .find("short test summary info")
+        .unwrap_or(section.len())];
+    let mut reasons: Vec<String> = section
+        .lines()
+        .filter(|l| {
+            let location = l.starts_with("tests/") && l.contains(".py:");
+            let header = l.starts_with("___") && l.ends_with("___");
+            l.starts_with("E ") || location || header
+        })
+        .map(|l| l.trim_end().to_owned())
+        .collect();
+    if reasons.len() > MAX_REASON_LINES {
+        let left = reasons.len() - MAX_REASON_LINES;
+        reasons.truncate(MAX_REASON_LINES);
+        reasons.push(format!("... {left} more lines in pytest.log"));
+    }
+    reasons
+}
+
+const MAX_REASON_LINES: usize = 60;
+
 /// Whether a VM that wrote into `out` exited before the guest script's first line (which
 /// writes `uname`), and within `BOOT_RETRY_WITHIN` (a VM that hung for minutes is not retried).
 fn failed_at_boot(out: &Path, ran_for: Duration) -> bool {
@@ -373,6 +406,7 @@ fn run_in_vm(kernel: &KernelSource, image: &Path, tests: &[String]) -> Result<Ou
             l.starts_with("FAILED ") || l.starts_with("ERROR ") || l.starts_with("SKIPPED ")
         })
         .map(str::to_owned)
+        .chain(failure_reasons(&log).into_iter().map(|l| format!("| {l}")))
         .chain(paths.into_iter().map(|p| format!("path: {p}")))
         .collect();
     Ok(Outcome {
@@ -473,6 +507,32 @@ mod tests {
             "the script ran: a test failure, not a boot"
         );
         std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    #[test]
+    fn a_failure_is_reported_with_its_location_and_assertion() {
+        let log = "tests/test_capture.py::test_a PASSED\n\
+            =================================== FAILURES ===================================\n\
+            ______ test_reordering ______\n\
+            \n\
+            net = <netlab.Net object>\n\
+            >       assert kernel[\"reord_seen\"] > 0\n\
+            E       AssertionError: cwnd:10 reord_seen:0\n\
+            E       assert 0 > 0\n\
+            \n\
+            tests/test_capture.py:201: AssertionError\n\
+            =========================== short test summary info ============================\n\
+            FAILED tests/test_capture.py::test_reordering\n";
+        assert_eq!(
+            failure_reasons(log),
+            vec![
+                "______ test_reordering ______",
+                "E       AssertionError: cwnd:10 reord_seen:0",
+                "E       assert 0 > 0",
+                "tests/test_capture.py:201: AssertionError",
+            ]
+        );
+        assert!(failure_reasons("1 passed in 2.0s\n").is_empty());
     }
 
     #[test]
