@@ -780,6 +780,24 @@ def test_a_straggler_is_the_late_rank_its_own_work_explains_not_the_last_to_arri
     assert abs(first["time_lost_s"] - measured) <= 0.3 * measured, (first["time_lost_s"], measured)
 
 
+def test_a_rank_the_verdict_names_as_a_straggler_is_listed_among_the_stragglers(tmp_path):
+    """The same recording: rank 1, slowed from step 15 of 40, arrived last at 68 of 148
+    AllReduce steps (46 %), under the straggler category's floor of 2/ranks of all steps. The
+    verdict said "the other ranks waited for it" and, below it, "Straggler ranks: nothing
+    found" (a new user's trial read it as a contradiction). A rank the verdict names is listed."""
+    data = os.path.join(os.path.dirname(__file__), "data", "slow-rank-last-step", "fleet")
+    out = tmp_path / "findings.json"
+    proc = analyze(data, "--json", str(out), "--no-report")
+    found = json.loads(out.read_text())
+    verdict = [f for f in found if f["category"] == "slowdown"]
+    assert [(f["scope"], f["rank"]) for f in verdict] == [("rank", 1)], [f["summary"] for f in verdict]
+    stragglers = [f for f in found if f["category"] == "straggler"]
+    assert [(f["rank"], f.get("withheld")) for f in stragglers] == [(1, None)], [f["summary"] for f in stragglers]
+    assert "arrived last at 68 of 148 AllReduce steps" in stragglers[0]["summary"], stragglers[0]["summary"]
+    assert "Straggler ranks: 1 finding(s)" in proc.stdout, proc.stdout
+    assert "Straggler ranks: nothing found" not in proc.stdout
+
+
 def test_a_straggler_begins_where_its_slowness_does_not_at_a_few_ms_of_noise(tmp_path):
     """A real recording (tests/data/slow-rank-noise-before-onset: DDP, 4 nodes, rank 1 60 ms
     slower from step 15 of 40). Rank 1 also arrived last with 5-7 ms more work of its own in

@@ -1763,6 +1763,9 @@ CREATE OR REPLACE VIEW st_finding AS
 -- (`st_rank_own_time`). One that did no more of it (less than the verdict asks of a straggler)
 -- was held up by something else, typically its previous transfer on a slow link: under a rate
 -- limit on node0 a rank of node3 arrived last in 193 of 308 steps with 1.6 ms *less* own work.
+-- A rank the verdict names as a straggler is listed whatever its share of the whole trace: a
+-- rank slowed from step 25 of 80 arrived last in 48 % of the steps, under the 2/ranks floor,
+-- and the report said "the other ranks waited for it" above "Straggler ranks: nothing found".
 WITH late_rank AS (
     SELECT 'straggler' AS category, 'rank' AS scope, 'rank ' || t.rank AS subject, t.host, t.rank,
            t.share_last AS score,
@@ -1776,7 +1779,12 @@ WITH late_rank AS (
                                AND c.host = t.host AND c.rank = t.rank) AS held_up
     FROM st_straggler t CROSS JOIN st_params p
     LEFT JOIN st_rank_own_time o ON o.host = t.host AND o.rank = t.rank
-    WHERE t.steps_last >= p.min_straggler_steps AND t.share_last >= greatest(p.min_straggler_share, 2.0 / t.ranks)),
+    -- the verdict's stragglers (`s` below: evidenced, above its floors)
+    LEFT JOIN (SELECT DISTINCT host, rank FROM st_slowdown
+               WHERE cause = 'straggler' AND evidenced AND st_above_floors(slow_steps, time_lost_s, lost_fraction)) named
+      ON named.host = t.host AND named.rank = t.rank
+    WHERE (t.steps_last >= p.min_straggler_steps AND t.share_last >= greatest(p.min_straggler_share, 2.0 / t.ranks))
+       OR named.rank IS NOT NULL),
 f AS (
     SELECT 'retransmits' AS category, 'peer' AS scope, remote_addr AS subject, NULL::VARCHAR AS host, NULL::BIGINT AS rank,
            -- ranked by how many segments were lost, not by ratio: a small flow losing a few
