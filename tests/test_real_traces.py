@@ -128,6 +128,44 @@ def test_a_directory_is_imported_with_every_trace_below_it(tmp_path):
         f"scaletrace: error: {tmp_path / 'empty'} holds no trace (.json or .json.gz file), in it or below"], proc.stderr
 
 
+def test_json_files_that_are_no_trace_are_skipped_in_a_directory_and_a_damaged_trace_is_not(tmp_path):
+    """A directory of traces often holds other JSON: findings saved by `analyze --json`, a run's
+    settings. Each was an `error:` line and made `import DIR` exit 1 ("1 of N traces could not
+    be imported completely") though every trace was imported. Found by searching, such a file
+    is skipped with a line saying so; a trace cut short is still an error, and a file named on
+    the command line is imported or refused, not skipped."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for name in ("sampled_rank-0.json.gz", "sampled_rank-1.json.gz"):
+        shutil.copy(os.path.join(REAL, "hta_trace_filter", name), traces / name)
+    findings = traces / "findings.json"
+    findings.write_text(json.dumps([{"category": "slowdown", "summary": "rank 1 ..."}]))
+    (traces / "settings.json").write_text(json.dumps({"steps": 80, "ranks": 2}))
+    proc = run("import", str(traces), "--out", str(tmp_path / "out"), "--host", "h")
+    assert proc.returncode == 0, proc.stderr
+    skipped = sorted(l for l in proc.stderr.splitlines() if l.startswith("scaletrace: skipped "))
+    assert skipped == [f"scaletrace: skipped {traces / n}: not a profiler trace (no JSON object with a traceEvents array)"
+                       for n in ("findings.json", "settings.json")], proc.stderr
+    assert len(os.listdir(tmp_path / "out" / "gpu_events")) == 2
+    # a trace cut short beside them is still a failure
+    whole = gzip.decompress((traces / "sampled_rank-1.json.gz").read_bytes())
+    (traces / "sampled_rank-2.json").write_bytes(whole[: len(whole) // 2])
+    proc = run("import", str(traces), "--out", str(tmp_path / "out2"), "--host", "h")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "scaletrace: error: 1 of 3 traces could not be imported completely", proc.stderr
+    # named on the command line, it is refused
+    proc = run("import", str(findings), "--out", str(tmp_path / "out3"), "--host", "h")
+    assert proc.returncode == 1 and "not a profiler trace" in proc.stderr, proc.stderr
+    assert not (tmp_path / "out3").exists()
+    # a directory of nothing but other JSON
+    (tmp_path / "other").mkdir()
+    for name in ("a.json", "b.json"):
+        shutil.copy(findings, tmp_path / "other" / name)
+    proc = run("import", str(tmp_path / "other"), "--out", str(tmp_path / "out4"))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "scaletrace: error: none of the 2 JSON files found is a profiler trace", proc.stderr
+
+
 def test_every_event_lands_with_exact_nanoseconds(imported):
     doc = load(NCCL_DATA)
     base = int(doc["baseTimeNanoseconds"])

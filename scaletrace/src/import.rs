@@ -46,7 +46,8 @@ table! {
 #[derive(Debug, Args)]
 pub struct ImportArgs {
     /// Chrome trace JSON files written by the PyTorch profiler (`.json` or `.json.gz`), or
-    /// directories: every such file below them (subdirectories too) is imported.
+    /// directories: every such file below them (subdirectories too) is imported, and JSON files
+    /// there that are no trace (saved findings, settings) are skipped with a line saying so.
     #[arg(required = true)]
     pub traces: Vec<PathBuf>,
 
@@ -227,15 +228,25 @@ struct Imported {
     aligned: bool,
 }
 
+/// A file to import, and whether it was found by searching a directory (a file named on the
+/// command line was asked for by name, and one that is no trace is an error).
+struct TraceFile {
+    path: PathBuf,
+    found: bool,
+}
+
 /// The traces the arguments name: each file as given, and for each directory every `.json`
 /// and `.json.gz` file below it, in name order (as `analyze`, `merge` and `sql` search
 /// directories, links followed). A directory was refused, with a hint
 /// (`DIR/*.json`) that matched nothing where the traces sit in subdirectories or are gzipped.
-fn trace_files(given: &[PathBuf]) -> Result<Vec<PathBuf>> {
+fn trace_files(given: &[PathBuf]) -> Result<Vec<TraceFile>> {
     let mut files = Vec::new();
     for path in given {
         if !path.is_dir() {
-            files.push(path.clone());
+            files.push(TraceFile {
+                path: path.clone(),
+                found: false,
+            });
             continue;
         }
         let before = files.len();
@@ -248,7 +259,10 @@ fn trace_files(given: &[PathBuf]) -> Result<Vec<PathBuf>> {
             if entry.file_type().is_file()
                 && (name.ends_with(".json") || name.ends_with(".json.gz"))
             {
-                files.push(entry.into_path());
+                files.push(TraceFile {
+                    path: entry.into_path(),
+                    found: true,
+                });
             }
         }
         if files.len() == before {
@@ -366,24 +380,30 @@ pub fn run(args: ImportArgs) -> Result<()> {
     crate::atomic_file::check_output_dir("--out", &args.out)?;
     // Every input is imported even when one fails: one damaged rank must not cost the others.
     if let [only] = traces.as_slice() {
-        let done = import_one(only, &args, &host)?;
-        return report_import(only, &done);
+        let done = import_one(&only.path, &args, &host)?;
+        return report_import(&only.path, &done);
     }
-    let mut failed = 0;
-    for path in &traces {
-        match import_one(path, &args, &host) {
-            Ok(done) => report_import(path, &done)?,
+    let (mut failed, mut skipped) = (0, 0);
+    for trace in &traces {
+        match import_one(&trace.path, &args, &host) {
+            Ok(done) => report_import(&trace.path, &done)?,
+            // a findings.json saved beside the traces: not a trace, and not a failed one
+            Err(e) if trace.found && e.downcast_ref::<kineto::NotATrace>().is_some() => {
+                skipped += 1;
+                eprintln!("scaletrace: skipped {e:#}");
+            }
             Err(e) => {
                 failed += 1;
                 eprintln!("scaletrace: error: {e:#}");
             }
         }
     }
+    let tried = traces.len() - skipped;
+    if tried == 0 {
+        bail!("none of the {skipped} JSON files found is a profiler trace");
+    }
     if failed > 0 {
-        bail!(
-            "{failed} of {} traces could not be imported completely",
-            traces.len()
-        );
+        bail!("{failed} of {tried} traces could not be imported completely");
     }
     Ok(())
 }

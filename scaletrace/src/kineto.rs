@@ -150,7 +150,33 @@ fn open(path: &Path) -> Result<Box<dyn Read>> {
 struct TopLevel<'a, F> {
     header: &'a mut TraceHeader,
     events: Option<F>,
+    shape: &'a mut Shape,
 }
+
+/// What the top level of the file turned out to be, to tell a JSON file that is no trace at
+/// all from a trace that is damaged.
+#[derive(Default)]
+struct Shape {
+    /// The top level is an object.
+    object: bool,
+    /// The object ended without a `traceEvents` key.
+    no_events: bool,
+}
+
+/// A JSON file that is no profiler trace (its top level is not an object with a `traceEvents`
+/// array), as opposed to a trace that is damaged. A directory given to `import` can hold such
+/// files beside its traces (`analyze --json` findings, a run's settings): they are skipped
+/// there, where a damaged trace is still an error.
+#[derive(Debug)]
+pub struct NotATrace;
+
+impl fmt::Display for NotATrace {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("not a profiler trace (no JSON object with a traceEvents array)")
+    }
+}
+
+impl std::error::Error for NotATrace {}
 
 impl<'de, F: FnMut(TraceEvent) -> Result<()>> Visitor<'de> for TopLevel<'_, F> {
     type Value = ();
@@ -160,6 +186,7 @@ impl<'de, F: FnMut(TraceEvent) -> Result<()>> Visitor<'de> for TopLevel<'_, F> {
     }
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        self.shape.object = true;
         let mut saw_events = false;
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
@@ -190,6 +217,7 @@ impl<'de, F: FnMut(TraceEvent) -> Result<()>> Visitor<'de> for TopLevel<'_, F> {
             }
         }
         if !saw_events {
+            self.shape.no_events = true;
             return Err(serde::de::Error::custom("no traceEvents array"));
         }
         Ok(())
@@ -241,17 +269,30 @@ impl<'de, F: FnMut(TraceEvent) -> Result<()>> Visitor<'de> for EventsSeed<'_, F>
 struct Pass {
     header: TraceHeader,
     fault: Option<serde_json::Error>,
+    /// The file is valid JSON of another shape (the fault is that, not damage).
+    not_a_trace: bool,
 }
 
 fn parse<F: FnMut(TraceEvent) -> Result<()>>(reader: Box<dyn Read>, events: Option<F>) -> Pass {
     let mut header = TraceHeader::default();
+    let mut shape = Shape::default();
     let mut de = serde_json::Deserializer::from_reader(reader);
     let visitor = TopLevel {
         header: &mut header,
         events,
+        shape: &mut shape,
     };
     let fault = de.deserialize_map(visitor).and_then(|()| de.end()).err();
-    Pass { header, fault }
+    // a type error before any object was entered: an array, a string, a number at the top
+    let not_a_trace = fault
+        .as_ref()
+        .is_some_and(|e| e.classify() == serde_json::error::Category::Data)
+        && (!shape.object || shape.no_events);
+    Pass {
+        header,
+        fault,
+        not_a_trace,
+    }
 }
 
 /// serde_json errors carry line and column; say them the way an editor would want them.
@@ -278,6 +319,9 @@ pub struct HeaderScan {
 /// a time) is an error; a file that is cut short or broken is reported as `damage`.
 pub fn scan_header(path: &Path) -> Result<HeaderScan> {
     let pass = parse::<fn(TraceEvent) -> Result<()>>(open(path)?, None);
+    if pass.not_a_trace {
+        return Err(anyhow::Error::new(NotATrace).context(path.display().to_string()));
+    }
     let damage = match pass.fault {
         None => None,
         Some(e) if e.classify() == serde_json::error::Category::Data => {
@@ -471,8 +515,35 @@ mod tests {
         );
         let msg = format!("{:#}", for_each_event(&p, |_| Ok(())).unwrap_err());
         assert!(msg.contains("malformed JSON at line 2"), "{msg}");
-        let p = write(&dir, "noevents.json", "{\"a\": 1}");
-        assert!(format!("{:#}", scan_header(&p).unwrap_err()).contains("no traceEvents"));
+        // valid JSON of another shape is no trace, told apart from a damaged trace
+        for (name, text) in [
+            ("noevents.json", "{\"a\": 1}"),
+            ("findings.json", "[{\"category\": \"slowdown\"}]"),
+            ("text.json", "\"a string\""),
+        ] {
+            let p = write(&dir, name, text);
+            let e = scan_header(&p).unwrap_err();
+            assert!(e.downcast_ref::<NotATrace>().is_some(), "{name}: {e:#}");
+            assert!(format!("{e:#}").contains(name), "{e:#}");
+        }
+        for (name, text) in [
+            ("cut.json", "{\"traceEvents\": [{\"ph\": \"X\"}"),
+            (
+                "badbase.json",
+                "{\"traceEvents\": [], \"baseTimeNanoseconds\": \"soon\"}",
+            ),
+            (
+                "badinfo.json",
+                "{\"distributedInfo\": 7, \"traceEvents\": []}",
+            ),
+        ] {
+            let p = write(&dir, name, text);
+            let refused = scan_header(&p).err();
+            assert!(
+                refused.is_none_or(|e| e.downcast_ref::<NotATrace>().is_none()),
+                "{name}: a damaged trace, not another kind of file"
+            );
+        }
         let p = write(
             &dir,
             "wrongtype.json",
