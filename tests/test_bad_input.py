@@ -39,7 +39,7 @@ def error_line(proc):
     # merge allowed 1 µs, analyze 1ms, for the same views
     (["merge", "--window", "500us"], "a window is from 1ms to 1d"),
     # --top 0 showed one finding per category
-    (["analyze", "--top", "0"], "0 would show no finding"),
+    (["analyze", "--top", "0"], "that would show no finding"),
     (["record", "--max-retransmit-rate", "0"], "--max-retransmit-rate"),
     (["record", "--bogus"], "unexpected argument '--bogus'"),
     (["frobnicate"], "unrecognized subcommand"),
@@ -48,6 +48,21 @@ def test_bad_flags_are_rejected_by_name(args, expected):
     proc = run(*args)
     assert proc.returncode == 2, proc.stderr
     assert expected in proc.stderr
+
+
+@pytest.mark.parametrize("flag,value", [
+    ("record --duration", "0s"), ("record --cidr", "10.0.0.0/33"), ("record --cidr", "10.0.0/8"),
+    ("record --gpu-interval", "1ms"), ("record --flow-window", "2h"), ("record --ring-buffer-kib", "1000"),
+    ("analyze --window", "300000y"), ("analyze --top", "0"), ("analyze --top", "many"),
+])
+def test_a_refused_value_is_named_once(flag, value):
+    """clap's line names the value ("invalid value '0s' for '--duration <DURATION>'"); the
+    reason after it repeated it ("0s: a recording of no time ...")."""
+    command, option = flag.split()
+    proc = run(command, option, value)
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.strip().splitlines()[0]
+    assert line.startswith(f"error: invalid value '{value}' for '{option}") and line.count(value) == 1, line
 
 
 DATA = os.path.join(os.path.dirname(__file__), "data")

@@ -195,15 +195,15 @@ const LONGEST_WINDOW: std::time::Duration = std::time::Duration::from_secs(86_40
 /// `--window` of `analyze`, `sql` and `merge`: 1ms to 1d.
 pub fn parse_window(s: &str) -> Result<std::time::Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
-    check_window(s, d)?;
+    check_window(d)?;
     Ok(d)
 }
 
 /// The window's bounds, for the command line (`parse_window`) and for callers that build
-/// `Params` from a duration; `given` is how the window was written.
-fn check_window(given: &str, d: std::time::Duration) -> Result<(), String> {
+/// `Params` from a duration. The message does not repeat the value: clap's own line names it.
+fn check_window(d: std::time::Duration) -> Result<(), String> {
     if d < std::time::Duration::from_millis(1) || d > LONGEST_WINDOW {
-        return Err(format!("{given}: a window is from 1ms to 1d"));
+        return Err("a window is from 1ms to 1d".into());
     }
     Ok(())
 }
@@ -211,8 +211,8 @@ fn check_window(given: &str, d: std::time::Duration) -> Result<(), String> {
 impl Params {
     /// Defaults, the window, and `name=value` overrides.
     pub fn new(window: std::time::Duration, overrides: &[String]) -> Result<Self> {
-        if let Err(e) = check_window(&humantime::format_duration(window).to_string(), window) {
-            bail!("--window {e}");
+        if let Err(e) = check_window(window) {
+            bail!("--window {}: {e}", humantime::format_duration(window));
         }
         let window_us = window.as_micros() as i64;
         let mut values: Vec<(&'static str, f64)> =

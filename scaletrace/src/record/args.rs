@@ -153,7 +153,10 @@ pub fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
 fn parse_record_duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
     if d.is_zero() {
-        return Err(format!("{s}: a recording of no time records nothing (leave --duration out to record until stopped)"));
+        return Err(
+            "a recording of no time records nothing (leave --duration out to record until stopped)"
+                .into(),
+        );
     }
     Ok(d)
 }
@@ -164,17 +167,17 @@ fn parse_cidr(s: &str) -> Result<IpNet, String> {
     s.parse::<IpNet>().map_err(|_| match s.split_once('/') {
         Some((addr, len)) if addr.parse::<std::net::IpAddr>().is_ok() => {
             let most = if addr.contains(':') { 128 } else { 32 };
-            format!("{s}: the prefix length {len} is not a number from 0 to {most}")
+            format!("the prefix length {len} is not a number from 0 to {most}")
         }
-        Some((addr, _)) => format!("{s}: {addr} is not an IPv4 or IPv6 address"),
-        None => format!("{s}: expected ADDRESS/PREFIX_LENGTH, e.g. 10.0.0.0/8"),
+        Some((addr, _)) => format!("{addr} is not an IPv4 or IPv6 address"),
+        None => "expected ADDRESS/PREFIX_LENGTH, e.g. 10.0.0.0/8".into(),
     })
 }
 
 pub fn parse_gpu_interval(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
     if d < Duration::from_millis(10) {
-        return Err(format!("{s}: NVML samples no faster than every 10ms"));
+        return Err("NVML samples no faster than every 10ms".into());
     }
     Ok(d)
 }
@@ -182,21 +185,15 @@ pub fn parse_gpu_interval(s: &str) -> Result<Duration, String> {
 pub fn parse_flow_window(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
     if !d.is_zero() && (d < Duration::from_millis(10) || d > Duration::from_secs(3600)) {
-        return Err(format!(
-            "{s}: a flow window is from 10ms to 1h (0s turns them off)"
-        ));
+        return Err("a flow window is from 10ms to 1h (0s turns them off)".into());
     }
     Ok(d)
 }
 
 pub fn parse_ring_kib(s: &str) -> Result<u32, String> {
-    let kib: u32 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size in KiB"))?;
+    let kib: u32 = s.parse().map_err(|_| "not a size in KiB".to_string())?;
     if kib < 4 || !kib.is_power_of_two() || kib > 1 << 20 {
-        return Err(format!(
-            "{kib} KiB: the ring buffer must be a power of two between 4 KiB and 1 GiB"
-        ));
+        return Err("the ring buffer must be a power of two between 4 KiB and 1 GiB".into());
     }
     Ok(kib)
 }
