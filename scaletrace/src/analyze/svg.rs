@@ -191,24 +191,36 @@ pub fn line_chart(
         let ly = TOP + 12.0 + 16.0 * i as f64;
         let _ = write!(
             out,
-            r#"<rect x="{:.1}" y="{:.1}" width="12" height="3" fill="{color}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            r#"<rect x="{:.1}" y="{:.1}" width="12" height="3" fill="{color}"/><text x="{:.1}" y="{:.1}"><title>{}</title>{}</text>"#,
             LEFT + pw + 10.0,
             ly - 4.0,
             LEFT + pw + 26.0,
             ly,
-            escape(&truncate(&s.name, 44))
+            escape(&s.name),
+            escape(&elide_middle(&s.name, LEGEND_CHARS))
         );
     }
     out.push_str("</svg>");
     out
 }
 
-fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(n - 1).collect::<String>())
+/// Characters of a series name the legend has room for.
+const LEGEND_CHARS: usize = 44;
+
+/// `s` in at most `n` characters, cut in the middle: a flow's label is
+/// `host local:port -> remote:port`, and cut at its end it lost the remote port, the part that
+/// tells two flows of one host apart. The whole name is the legend entry's tooltip.
+fn elide_middle(s: &str, n: usize) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    if chars.len() <= n {
+        return s.to_string();
     }
+    let head = (n - 1) / 2;
+    let tail = n - 1 - head;
+    let mut out: String = chars[..head].iter().collect();
+    out.push('…');
+    out.extend(&chars[chars.len() - tail..]);
+    out
 }
 
 /// Cells coloured from white (0) to red (the largest value); None is grey.
@@ -337,6 +349,27 @@ mod tests {
         assert!(svg.contains("a&lt;b"));
         assert!(!svg.contains("NaN"));
         assert!(line_chart("t", "x", "y", &[], false).contains("no data"));
+    }
+
+    #[test]
+    fn a_long_legend_name_keeps_both_ends_and_is_whole_in_its_tooltip() {
+        let name = "node2 10.203.232.3:40544 -> 10.203.232.2:39977 (rank 3)";
+        let short = elide_middle(name, LEGEND_CHARS);
+        assert_eq!(short.chars().count(), LEGEND_CHARS);
+        assert!(
+            short.starts_with("node2 10.203.232.3") && short.ends_with(":39977 (rank 3)"),
+            "{short}"
+        );
+        assert_eq!(elide_middle("node0", LEGEND_CHARS), "node0");
+        let s = vec![Series {
+            name: name.into(),
+            points: vec![(0.0, 1.0), (1.0, 2.0)],
+        }];
+        let svg = line_chart("t", "x", "y", &s, false);
+        assert!(
+            svg.contains(&format!("<title>{}</title>", escape(name))),
+            "{svg}"
+        );
     }
 
     #[test]
