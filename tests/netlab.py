@@ -4,6 +4,7 @@ import contextlib
 import glob
 import itertools
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -110,10 +111,14 @@ class NetPair:
         self.run(self.a, "tc", "qdisc", "add", "dev", self.veth_a, "root", "tbf",
                  "rate", rate, "burst", "32kbit", "latency", latency)
 
-    def reorder_client(self, port, every=16, rate="4mbit"):
+    def reorder_client(self, port, every=16, rate="1mbit"):
         """Holds every `every`-th segment to `port` back in a slow queue (an HTB class of
         `rate` on the client's egress), so it arrives after later ones: reordering without loss
-        and without netem. The sender takes some of the late segments for lost and resends
+        and without netem. Only while the sender is faster than `every` times `rate`: the
+        slow class passes one segment at once, and a sender slower than that never makes one
+        wait. Under the VM lab's emulation the sender reached only ~10 Mbit/s, and with a
+        4 Mbit/s class (reordering above 64 Mbit/s) one run in 8 saw none (`reord_seen` 0);
+        with 1 Mbit/s, 8 of 8 saw some. The sender takes some of the late segments for lost and resends
         them, and the receiver reports each duplicate with a DSACK. RACK's reordering window is
         kept static (tcp_recovery 0x3, a per-namespace sysctl): left adaptive, the kernel learns
         the reordering within a few segments and some runs resend nothing."""
@@ -126,6 +131,11 @@ class NetPair:
         self.run(self.a, "iptables", "-t", "mangle", "-A", "POSTROUTING", "-p", "tcp", "--dport", str(port),
                  "-m", "statistic", "--mode", "nth", "--every", str(every), "--packet", "0",
                  "-j", "CLASSIFY", "--set-class", "1:20")
+
+    def client_egress_backlog(self):
+        """Packets still queued on the client's egress (all qdisc classes), from `tc -s`."""
+        out = self.run(self.a, "tc", "-s", "qdisc", "show", "dev", self.veth_a).stdout
+        return sum(int(n) for n in re.findall(r"backlog \S+ (\d+)p", out))
 
     def close(self):
         for ns in (self.a, self.b):
