@@ -162,7 +162,9 @@ pub struct SqlArgs {
 /// `--top`: at least one finding per category (the others are counted, and all are in the report).
 fn parse_top(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
-        Ok(0) => Err("that would show no finding: give 1 or more (the report has all of them)".into()),
+        Ok(0) => {
+            Err("that would show no finding: give 1 or more (the report has all of them)".into())
+        }
         Ok(n) => Ok(n),
         Err(e) => Err(e.to_string()),
     }
