@@ -798,6 +798,36 @@ def test_a_rank_the_verdict_names_as_a_straggler_is_listed_among_the_stragglers(
     assert "Straggler ranks: nothing found" not in proc.stdout
 
 
+def test_a_named_straggler_is_not_listed_for_a_collective_it_was_rarely_last_in():
+    """The verdict's straggler is listed in the category for the collective it held up, not
+    for each other collective where it once arrived last: with a made-up Broadcast of 4 steps
+    (rank 1 last in one, rank 0 in three) beside the recording's AllReduce, rank 1 was listed
+    a second time as "arrived last at 1 of 4 Broadcast steps" (found by a review)."""
+    fleet = os.path.join(os.path.dirname(__file__), "data", "slow-rank-last-step", "fleet")
+    script = subprocess.run([BIN, "sql", fleet], capture_output=True, text=True, check=True).stdout
+    con = duckdb.connect()
+    con.execute(script)
+    con.execute("CREATE TABLE recorded_step AS SELECT * FROM st_collective_step")
+    late = con.execute("""SELECT count(*) FROM recorded_step WHERE collective = 'AllReduce' AND last_rank = 1
+                          AND arrival_spread_us > 20000""").fetchone()[0]
+    assert late >= 4, late
+    # 4 of rank 1's late AllReduce steps as a Broadcast, 3 of them with rank 0 the last
+    con.execute("""CREATE OR REPLACE VIEW st_collective_step AS
+        SELECT * FROM recorded_step
+        UNION ALL
+        SELECT * EXCLUDE (n) REPLACE ('Broadcast' AS collective, 100000 + n AS step,
+                          CASE WHEN n = 1 THEN 1 ELSE 0 END AS last_rank,
+                          CASE WHEN n = 1 THEN last_host ELSE 'node0' END AS last_host)
+        FROM (SELECT *, row_number() OVER (ORDER BY step) AS n FROM recorded_step
+              WHERE collective = 'AllReduce' AND last_rank = 1 AND arrival_spread_us > 20000)
+        WHERE n <= 4""")
+    assert con.execute("SELECT count(*) FROM st_collective_step WHERE collective = 'Broadcast'").fetchone()[0] == 4
+    rows = con.execute("""SELECT rank, summary FROM st_finding
+                          WHERE category = 'straggler' AND withheld IS NULL ORDER BY rank, summary""").fetchall()
+    assert [r for r, _ in rows if r == 1] == [1], rows
+    assert "AllReduce steps" in next(t for r, t in rows if r == 1), rows
+
+
 def test_a_straggler_begins_where_its_slowness_does_not_at_a_few_ms_of_noise(tmp_path):
     """A real recording (tests/data/slow-rank-noise-before-onset: DDP, 4 nodes, rank 1 60 ms
     slower from step 15 of 40). Rank 1 also arrived last with 5-7 ms more work of its own in

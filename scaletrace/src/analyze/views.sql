@@ -689,6 +689,8 @@ WITH s AS (
 SELECT c.source, c.collective, c.last_rank AS rank, any_value(c.last_host) AS host,
        count(*) AS steps_last, any_value(s.steps) AS steps, any_value(s.ranks) AS ranks,
        count(*) / any_value(s.steps) AS share_last,
+       -- the most steps any rank of this collective arrived last in
+       max(count(*)) OVER (PARTITION BY c.source, c.collective) AS most_steps_last,
        median(c.arrival_spread_us) AS median_lateness_us,
        avg(c.fastest_wait_fraction) AS fastest_wait_fraction
 FROM st_collective_step c JOIN s USING (source, collective), st_params p
@@ -1766,6 +1768,8 @@ CREATE OR REPLACE VIEW st_finding AS
 -- A rank the verdict names as a straggler is listed whatever its share of the whole trace: a
 -- rank slowed from step 25 of 80 arrived last in 48 % of the steps, under the 2/ranks floor,
 -- and the report said "the other ranks waited for it" above "Straggler ranks: nothing found".
+-- Still only for a collective it arrived last in most often, and in enough steps: not for
+-- each collective where it once was the last (a broadcast at the start).
 WITH late_rank AS (
     SELECT 'straggler' AS category, 'rank' AS scope, 'rank ' || t.rank AS subject, t.host, t.rank,
            t.share_last AS score,
@@ -1784,7 +1788,7 @@ WITH late_rank AS (
                WHERE cause = 'straggler' AND evidenced AND st_above_floors(slow_steps, time_lost_s, lost_fraction)) named
       ON named.host = t.host AND named.rank = t.rank
     WHERE (t.steps_last >= p.min_straggler_steps AND t.share_last >= greatest(p.min_straggler_share, 2.0 / t.ranks))
-       OR named.rank IS NOT NULL),
+       OR (named.rank IS NOT NULL AND t.steps_last >= p.min_straggler_steps AND t.steps_last = t.most_steps_last)),
 f AS (
     SELECT 'retransmits' AS category, 'peer' AS scope, remote_addr AS subject, NULL::VARCHAR AS host, NULL::BIGINT AS rank,
            -- ranked by how many segments were lost, not by ratio: a small flow losing a few

@@ -1909,6 +1909,7 @@ SELECT
   ANY_VALUE(s.steps, TRUE) AS steps,
   ANY_VALUE(s.ranks, TRUE) AS ranks,
   COUNT(*) / ANY_VALUE(s.steps, TRUE) AS share_last,
+  MAX(COUNT(*)) OVER (PARTITION BY c.source, c.collective) AS most_steps_last, /* the most steps any rank of this collective arrived last in */
   MEDIAN(c.arrival_spread_us) AS median_lateness_us,
   AVG(c.fastest_wait_fraction) AS fastest_wait_fraction
 FROM st_collective_step AS c
@@ -5281,6 +5282,8 @@ CREATE OR REPLACE TEMPORARY VIEW st_finding AS
 /* A rank the verdict names as a straggler is listed whatever its share of the whole trace: a */
 /* rank slowed from step 25 of 80 arrived last in 48 % of the steps, under the 2/ranks floor, */
 /* and the report said "the other ranks waited for it" above "Straggler ranks: nothing found". */
+/* Still only for a collective it arrived last in most often, and in enough steps: not for */
+/* each collective where it once was the last (a broadcast at the start). */
 WITH late_rank AS (
   SELECT
     'straggler' AS category,
@@ -5426,7 +5429,11 @@ WITH late_rank AS (
       t.steps_last >= p.min_straggler_steps
       AND t.share_last >= GREATEST(p.min_straggler_share, 2.0 / t.ranks)
     )
-    OR NOT named.rank IS NULL
+    OR (
+      NOT named.rank IS NULL
+      AND t.steps_last >= p.min_straggler_steps
+      AND t.steps_last = t.most_steps_last
+    )
 ), f AS (
   SELECT
     'retransmits' AS category,
