@@ -264,29 +264,42 @@ fn properties(xml: &str, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// Why each test failed, from pytest's FAILURES section: the test's header, the failing
+/// Why each test failed or errored, from pytest's FAILURES and ERRORS sections: the test's header, the failing
 /// line's location and the `E` lines (the assertion and its values), at most `MAX_REASON_LINES`.
 /// The `-rfEs` summary line alone cannot carry it: in the VM pytest sees an 80-column
 /// terminal, and a test's id longer than that leaves no room for the message, so a CI run
 /// printed "FAILED tests/test_capture.py::test_reordering..." and nothing to act on, with the
 /// logs left on the CI machine.
 fn failure_reasons(log: &str) -> Vec<String> {
-    let Some(start) = log.find("= FAILURES =") else {
-        return Vec::new();
+    // pytest's sections are `==== TITLE ====` lines; setup and teardown errors come under
+    // ERRORS, before FAILURES, and the warnings summary follows them
+    let title = |l: &str| {
+        l.starts_with('=') && l.ends_with('=') && {
+            let t = l.trim_matches(|c| c == '=' || c == ' ');
+            !t.is_empty()
+        }
     };
-    let section = &log[start..];
-    let section = &section[..section
-        .find("short test summary info")
-        .unwrap_or(section.len())];
-    let mut reasons: Vec<String> = section
-        .lines()
-        .filter(|l| {
-            let location = l.starts_with("tests/") && l.contains(".py:");
-            let header = l.starts_with("___") && l.ends_with("___");
-            l.starts_with("E ") || location || header
-        })
-        .map(|l| l.trim_end().to_owned())
-        .collect();
+    let mut reasons = Vec::new();
+    let mut inside = false;
+    for line in log.lines().map(str::trim_end) {
+        if title(line) {
+            let t = line.trim_matches(|c| c == '=' || c == ' ');
+            inside = t == "ERRORS" || t == "FAILURES";
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        // a test's header: its name between underscores, `_ name _` when the name is long;
+        // not pytest's `_ _ _ _` separators inside one failure
+        let header = line.starts_with('_')
+            && line.ends_with('_')
+            && !line.trim_matches(|c| c == '_' || c == ' ').is_empty();
+        let location = line.starts_with("tests/") && line.contains(".py:");
+        if line.starts_with("E ") || location || header {
+            reasons.push(line.to_owned());
+        }
+    }
     if reasons.len() > MAX_REASON_LINES {
         let left = reasons.len() - MAX_REASON_LINES;
         reasons.truncate(MAX_REASON_LINES);
@@ -533,6 +546,30 @@ mod tests {
             ]
         );
         assert!(failure_reasons("1 passed in 2.0s\n").is_empty());
+        // a setup error, a name too long for the 80 columns, separators, and the warnings
+        // summary (whose `tests/x.py::test` lines are not reasons)
+        let log =
+            "==================================== ERRORS ====================================\n\
+            _____________________ ERROR at setup of test_agent_starts ______________________\n\
+            E       fixture 'store' not found\n\
+            =================================== FAILURES ===================================\n\
+            _ test_reordering_and_spurious_retransmits_are_counted_as_the_kernel_counts_them _\n\
+            _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _\n\
+            E       assert 0 > 0\n\
+            tests/test_capture.py:201: AssertionError\n\
+            =============================== warnings summary ===============================\n\
+            tests/test_capture.py::test_a\n\
+            =========================== short test summary info ============================\n";
+        assert_eq!(
+            failure_reasons(log),
+            vec![
+                "_____________________ ERROR at setup of test_agent_starts ______________________",
+                "E       fixture 'store' not found",
+                "_ test_reordering_and_spurious_retransmits_are_counted_as_the_kernel_counts_them _",
+                "E       assert 0 > 0",
+                "tests/test_capture.py:201: AssertionError",
+            ]
+        );
     }
 
     #[test]
