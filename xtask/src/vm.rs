@@ -264,8 +264,9 @@ fn properties(xml: &str, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// Why each test failed or errored, from pytest's FAILURES and ERRORS sections: the test's header, the failing
-/// line's location and the `E` lines (the assertion and its values), at most `MAX_REASON_LINES`.
+/// Why each test failed or errored, from pytest's FAILURES and ERRORS sections: the test's
+/// header, the failing line's location and the `E` lines (the assertion and its values), at
+/// most `MAX_REASON_LINES`.
 /// The `-rfEs` summary line alone cannot carry it: in the VM pytest sees an 80-column
 /// terminal, and a test's id longer than that leaves no room for the message, so a CI run
 /// printed "FAILED tests/test_capture.py::test_reordering..." and nothing to act on, with the
