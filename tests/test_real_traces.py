@@ -144,7 +144,7 @@ def test_json_files_that_are_no_trace_are_skipped_in_a_directory_and_a_damaged_t
     proc = run("import", str(traces), "--out", str(tmp_path / "out"), "--host", "h")
     assert proc.returncode == 0, proc.stderr
     skipped = sorted(l for l in proc.stderr.splitlines() if l.startswith("scaletrace: skipped "))
-    assert skipped == [f"scaletrace: skipped {traces / n}: not a profiler trace (no JSON object with a traceEvents array)"
+    assert skipped == [f"scaletrace: skipped {traces / n}: not a profiler trace (PyTorch's profiler writes a JSON object with a traceEvents array)"
                        for n in ("findings.json", "settings.json")], proc.stderr
     assert len(os.listdir(tmp_path / "out" / "gpu_events")) == 2
     # a trace cut short beside them is still a failure
@@ -157,13 +157,28 @@ def test_json_files_that_are_no_trace_are_skipped_in_a_directory_and_a_damaged_t
     proc = run("import", str(findings), "--out", str(tmp_path / "out3"), "--host", "h")
     assert proc.returncode == 1 and "not a profiler trace" in proc.stderr, proc.stderr
     assert not (tmp_path / "out3").exists()
+    # ... also beside a trace (a shell's run/*.json): the trace is imported, the summary says
+    # what the other file is rather than counting it as a damaged trace
+    proc = run("import", str(traces / "sampled_rank-0.json.gz"), str(findings), "--out", str(tmp_path / "out5"), "--host", "h")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "scaletrace: error: 1 file named is no profiler trace", proc.stderr
+    assert len(os.listdir(tmp_path / "out5" / "gpu_events")) == 1
+    # a trace's header without its events is a trace that lost them, not other JSON
+    (tmp_path / "lost").mkdir()
+    (tmp_path / "lost" / "rank3.json").write_text(json.dumps({"distributedInfo": {"rank": 3}, "baseTimeNanoseconds": 1700000000000000000}))
+    proc = run("import", str(tmp_path / "lost"), "--out", str(tmp_path / "out6"), "--host", "h")
+    assert proc.returncode == 1 and "no traceEvents array" in proc.stderr and "skipped" not in proc.stderr, proc.stderr
     # a directory of nothing but other JSON
     (tmp_path / "other").mkdir()
-    for name in ("a.json", "b.json"):
-        shutil.copy(findings, tmp_path / "other" / name)
+    shutil.copy(findings, tmp_path / "other" / "a.json")
+    proc = run("import", str(tmp_path / "other"), "--out", str(tmp_path / "out4"))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "scaletrace: error: none of the 1 JSON file found is a profiler trace", proc.stderr
+    shutil.copy(findings, tmp_path / "other" / "b.json")
     proc = run("import", str(tmp_path / "other"), "--out", str(tmp_path / "out4"))
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "scaletrace: error: none of the 2 JSON files found is a profiler trace", proc.stderr
+    assert not (tmp_path / "out4").exists()
 
 
 def test_every_event_lands_with_exact_nanoseconds(imported):

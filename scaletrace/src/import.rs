@@ -380,17 +380,25 @@ pub fn run(args: ImportArgs) -> Result<()> {
     crate::atomic_file::check_output_dir("--out", &args.out)?;
     // Every input is imported even when one fails: one damaged rank must not cost the others.
     if let [only] = traces.as_slice() {
-        let done = import_one(&only.path, &args, &host)?;
-        return report_import(&only.path, &done);
+        if !only.found {
+            let done = import_one(&only.path, &args, &host)?;
+            return report_import(&only.path, &done);
+        }
     }
-    let (mut failed, mut skipped) = (0, 0);
+    // damaged traces; files named on the command line that are no trace; such files found
+    // in a directory (saved findings beside the traces), skipped
+    let (mut failed, mut named_not_traces, mut skipped) = (0, 0, 0);
     for trace in &traces {
         match import_one(&trace.path, &args, &host) {
             Ok(done) => report_import(&trace.path, &done)?,
-            // a findings.json saved beside the traces: not a trace, and not a failed one
-            Err(e) if trace.found && e.downcast_ref::<kineto::NotATrace>().is_some() => {
-                skipped += 1;
-                eprintln!("scaletrace: skipped {e:#}");
+            Err(e) if e.downcast_ref::<kineto::NotATrace>().is_some() => {
+                if trace.found {
+                    skipped += 1;
+                    eprintln!("scaletrace: skipped {e:#}");
+                } else {
+                    named_not_traces += 1;
+                    eprintln!("scaletrace: error: {e:#}");
+                }
             }
             Err(e) => {
                 failed += 1;
@@ -398,14 +406,36 @@ pub fn run(args: ImportArgs) -> Result<()> {
             }
         }
     }
-    let tried = traces.len() - skipped;
-    if tried == 0 {
-        bail!("none of the {skipped} JSON files found is a profiler trace");
+    let tried = traces.len() - skipped - named_not_traces;
+    if tried == 0 && named_not_traces == 0 {
+        bail!(
+            "none of the {} found is a profiler trace",
+            count(skipped, "JSON file")
+        );
     }
+    let mut problems = Vec::new();
     if failed > 0 {
-        bail!("{failed} of {tried} traces could not be imported completely");
+        problems.push(format!(
+            "{failed} of {} could not be imported completely",
+            count(tried, "trace")
+        ));
+    }
+    if named_not_traces > 0 {
+        problems.push(if named_not_traces == 1 {
+            "1 file named is no profiler trace".to_string()
+        } else {
+            format!("{named_not_traces} files named are no profiler trace")
+        });
+    }
+    if !problems.is_empty() {
+        bail!("{}", problems.join("; "));
     }
     Ok(())
+}
+
+/// "1 trace", "3 traces".
+fn count(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 #[cfg(test)]

@@ -161,7 +161,20 @@ struct Shape {
     object: bool,
     /// The object ended without a `traceEvents` key.
     no_events: bool,
+    /// It had one of the keys a Kineto trace writes beside its events: such a file is a trace
+    /// that lost its events (or a broken one), not some other JSON.
+    trace_keys: bool,
 }
+
+/// Keys a PyTorch profiler (Kineto) trace writes at its top level beside `traceEvents`.
+const TRACE_HEADER_KEYS: [&str; 6] = [
+    "distributedInfo",
+    "baseTimeNanoseconds",
+    "schemaVersion",
+    "deviceProperties",
+    "displayTimeUnit",
+    "traceName",
+];
 
 /// A JSON file that is no profiler trace (its top level is not an object with a `traceEvents`
 /// array), as opposed to a trace that is damaged. A directory given to `import` can hold such
@@ -172,7 +185,9 @@ pub struct NotATrace;
 
 impl fmt::Display for NotATrace {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("not a profiler trace (no JSON object with a traceEvents array)")
+        f.write_str(
+            "not a profiler trace (PyTorch's profiler writes a JSON object with a traceEvents array)",
+        )
     }
 }
 
@@ -189,6 +204,7 @@ impl<'de, F: FnMut(TraceEvent) -> Result<()>> Visitor<'de> for TopLevel<'_, F> {
         self.shape.object = true;
         let mut saw_events = false;
         while let Some(key) = map.next_key::<String>()? {
+            self.shape.trace_keys |= TRACE_HEADER_KEYS.contains(&key.as_str());
             match key.as_str() {
                 "traceEvents" => {
                     saw_events = true;
@@ -287,7 +303,7 @@ fn parse<F: FnMut(TraceEvent) -> Result<()>>(reader: Box<dyn Read>, events: Opti
     let not_a_trace = fault
         .as_ref()
         .is_some_and(|e| e.classify() == serde_json::error::Category::Data)
-        && (!shape.object || shape.no_events);
+        && (!shape.object || (shape.no_events && !shape.trace_keys));
     Pass {
         header,
         fault,
@@ -535,6 +551,11 @@ mod tests {
             (
                 "badinfo.json",
                 "{\"distributedInfo\": 7, \"traceEvents\": []}",
+            ),
+            // a trace's header without its events: a rank would go missing without a word
+            (
+                "noevents-trace.json",
+                "{\"distributedInfo\": {\"rank\": 3}, \"baseTimeNanoseconds\": 1700000000000000000}",
             ),
         ] {
             let p = write(&dir, name, text);
