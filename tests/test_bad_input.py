@@ -54,6 +54,7 @@ def test_bad_flags_are_rejected_by_name(args, expected):
     ("record --duration", "0s"), ("record --cidr", "10.0.0.0/33"), ("record --cidr", "10.0.0/8"),
     ("record --gpu-interval", "1ms"), ("record --flow-window", "2h"), ("record --ring-buffer-kib", "1000"),
     ("analyze --window", "300000y"), ("analyze --top", "0"), ("analyze --top", "many"),
+    ("record --port", "70000"), ("record --port", "10-5"), ("record --ring-buffer-kib", "99999999999"),
 ])
 def test_a_refused_value_is_named_once(flag, value):
     """clap's line names the value ("invalid value '0s' for '--duration <DURATION>'"); the

@@ -130,20 +130,22 @@ pub struct RecordArgs {
 }
 
 pub fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
-    let parse = |p: &str| {
-        p.trim()
-            .parse::<u16>()
-            .map_err(|_| format!("`{p}` is not a port number (0-65535)"))
+    // clap's line names the whole value: a part is named only where there are two
+    let parse = |p: &str, one_of_two: bool| {
+        p.trim().parse::<u16>().map_err(|_| match one_of_two {
+            true => format!("`{p}` is not a port number (0-65535)"),
+            false => "not a port number (0-65535)".to_string(),
+        })
     };
     let (lo, hi) = match s.split_once('-') {
-        Some((lo, hi)) => (parse(lo)?, parse(hi)?),
+        Some((lo, hi)) => (parse(lo, true)?, parse(hi, true)?),
         None => {
-            let p = parse(s)?;
+            let p = parse(s, false)?;
             (p, p)
         }
     };
     if lo > hi {
-        return Err(format!("port range {lo}-{hi} is empty (low > high)"));
+        return Err("the range is empty (its low end is above its high end)".into());
     }
     Ok((lo, hi))
 }
@@ -191,11 +193,13 @@ pub fn parse_flow_window(s: &str) -> Result<Duration, String> {
 }
 
 pub fn parse_ring_kib(s: &str) -> Result<u32, String> {
-    let kib: u32 = s.parse().map_err(|_| "not a size in KiB".to_string())?;
+    let kib: u64 = s
+        .parse()
+        .map_err(|_| "not a whole number of KiB".to_string())?;
     if kib < 4 || !kib.is_power_of_two() || kib > 1 << 20 {
         return Err("the ring buffer must be a power of two between 4 KiB and 1 GiB".into());
     }
-    Ok(kib)
+    Ok(kib as u32)
 }
 
 /// How often the loader drains the ring buffer without being woken: the longest an event
