@@ -114,11 +114,11 @@ class NetPair:
     def reorder_client(self, port, every=16, rate="1mbit"):
         """Holds every `every`-th segment to `port` back in a slow queue (an HTB class of
         `rate` on the client's egress), so it arrives after later ones: reordering without loss
-        and without netem. Only while the sender is faster than `every` times `rate`: the
-        slow class passes one segment at once, and a sender slower than that never makes one
-        wait. Under the VM lab's emulation the sender reached only ~10 Mbit/s, and with a
-        4 Mbit/s class (reordering above 64 Mbit/s) one run in 8 saw none (`reord_seen` 0);
-        with 1 Mbit/s, 8 of 8 saw some. The sender takes some of the late segments for lost and resends
+        and without netem. How much reordering that makes depends on timing: on how fast the
+        sender bursts packets (not its average rate), and on how many segments each packet
+        carries (the `nth` match counts packets, and veth passes large GSO packets). Measured,
+        not modelled: under the VM lab's emulation a 4 Mbit/s class gave no reordering at all
+        (`reord_seen` 0) in one run of 8, a 1 Mbit/s class some in 8 of 8. The sender takes some of the late segments for lost and resends
         them, and the receiver reports each duplicate with a DSACK. RACK's reordering window is
         kept static (tcp_recovery 0x3, a per-namespace sysctl): left adaptive, the kernel learns
         the reordering within a few segments and some runs resend nothing."""
