@@ -159,6 +159,23 @@ def test_trace_without_time_base_is_kept_unaligned(tmp_path):
     assert row == [(5_000, False)]
 
 
+def test_other_json_beside_traces_in_a_directory_is_skipped(tmp_path):
+    """The same as test_real_traces' directory test, on made-up traces, so that it runs where
+    ../shared/real-traces is not beside the checkout: saved findings and a run's settings
+    beside two ranks' traces are skipped with a line, and the import succeeds."""
+    base = 1_700_000_000_000_000_000
+    (tmp_path / "run").mkdir()
+    for rank in (0, 1):
+        kineto_trace(tmp_path / "run" / f"rank{rank}.json", base, [kernel("k", base + 5_000, 1_000, base)], rank=rank)
+    (tmp_path / "run" / "findings.json").write_text(json.dumps([{"category": "slowdown"}]))
+    (tmp_path / "run" / "settings.json").write_text(json.dumps({"steps": 80}))
+    proc = run("import", str(tmp_path / "run"), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    skipped = [l for l in proc.stderr.splitlines() if l.startswith("scaletrace: skipped ")]
+    assert [l.split(":")[1].strip() for l in skipped] == [f"skipped {tmp_path / 'run' / n}" for n in ("findings.json", "settings.json")], proc.stderr
+    assert len(os.listdir(tmp_path / "out" / "gpu_events")) == 2
+
+
 def test_merge_of_an_empty_directory_says_what_to_do(tmp_path):
     proc = run("merge", str(tmp_path))
     assert proc.returncode == 1
