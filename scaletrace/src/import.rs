@@ -11,6 +11,7 @@ use crate::{
     kineto::{self, int_arg, loose_int, text_arg, TraceEvent, TraceHeader},
     node::NodeIdentity,
     parquet_sink::TableWriter,
+    wording::{count, is_are},
 };
 
 table! {
@@ -421,21 +422,16 @@ pub fn run(args: ImportArgs) -> Result<()> {
         ));
     }
     if named_not_traces > 0 {
-        problems.push(if named_not_traces == 1 {
-            "1 file named is no profiler trace".to_string()
-        } else {
-            format!("{named_not_traces} files named are no profiler trace")
-        });
+        problems.push(format!(
+            "{} named {} no profiler trace",
+            count(named_not_traces, "file"),
+            is_are(named_not_traces)
+        ));
     }
     if !problems.is_empty() {
         bail!("{}", problems.join("; "));
     }
     Ok(())
-}
-
-/// "1 trace", "3 traces".
-fn count(n: usize, what: &str) -> String {
-    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 #[cfg(test)]

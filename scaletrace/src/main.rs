@@ -23,6 +23,7 @@ mod record;
 mod tables;
 mod trace_time;
 mod tracefs;
+mod wording;
 
 use std::process::ExitCode;
 

@@ -274,18 +274,11 @@ fn properties(xml: &str, name: &str) -> Vec<String> {
 fn failure_reasons(log: &str) -> Vec<String> {
     // pytest's sections are `==== TITLE ====` lines; setup and teardown errors come under
     // ERRORS, before FAILURES, and the warnings summary follows them
-    let title = |l: &str| {
-        l.starts_with('=') && l.ends_with('=') && {
-            let t = l.trim_matches(|c| c == '=' || c == ' ');
-            !t.is_empty()
-        }
-    };
     let mut reasons = Vec::new();
     let mut inside = false;
     for line in log.lines().map(str::trim_end) {
-        if title(line) {
-            let t = line.trim_matches(|c| c == '=' || c == ' ');
-            inside = t == "ERRORS" || t == "FAILURES";
+        if let Some(title) = section_title(line) {
+            inside = title == "ERRORS" || title == "FAILURES";
             continue;
         }
         if !inside {
@@ -310,6 +303,15 @@ fn failure_reasons(log: &str) -> Vec<String> {
 }
 
 const MAX_REASON_LINES: usize = 60;
+
+/// The title of one of pytest's `==== TITLE ====` section lines; `None` for any other line
+/// (a bare `====` rule included).
+fn section_title(line: &str) -> Option<&str> {
+    if !(line.starts_with('=') && line.ends_with('=')) {
+        return None;
+    }
+    Some(line.trim_matches(|c| c == '=' || c == ' ')).filter(|t| !t.is_empty())
+}
 
 /// Whether a VM that wrote into `out` exited before the guest script's first line (which
 /// writes `uname`), and within `BOOT_RETRY_WITHIN` (a VM that hung for minutes is not retried).
@@ -521,6 +523,18 @@ mod tests {
             "the script ran: a test failure, not a boot"
         );
         std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    #[test]
+    fn a_section_title_is_read_from_its_rule_and_a_bare_rule_has_none() {
+        assert_eq!(section_title("==== FAILURES ===="), Some("FAILURES"));
+        assert_eq!(
+            section_title("=== short test summary info ==="),
+            Some("short test summary info")
+        );
+        assert_eq!(section_title("========"), None);
+        assert_eq!(section_title("E   assert 0 > 0"), None);
+        assert_eq!(section_title("=== a line that only starts so"), None);
     }
 
     #[test]

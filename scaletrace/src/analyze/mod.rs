@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub use self::duckdb::DuckDb;
 use crate::atomic_file::write_atomically;
+use crate::wording::count;
 use baseline::Baseline;
 use params::Params;
 pub use sources::Sources;
@@ -476,11 +477,6 @@ impl Overview {
             self.last.as_deref().unwrap_or("?"),
         )
     }
-}
-
-/// "1 host", "2 hosts".
-fn count(n: i64, word: &str) -> String {
-    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
 }
 
 const OVERVIEW_SQL: &str = "SELECT

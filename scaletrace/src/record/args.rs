@@ -130,17 +130,15 @@ pub struct RecordArgs {
 }
 
 pub fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
+    let port = |p: &str| p.trim().parse::<u16>().ok();
     // clap's line names the whole value: a part is named only where there are two
-    let parse = |p: &str, one_of_two: bool| {
-        p.trim().parse::<u16>().map_err(|_| match one_of_two {
-            true => format!("`{p}` is not a port number (0-65535)"),
-            false => "not a port number (0-65535)".to_string(),
-        })
-    };
     let (lo, hi) = match s.split_once('-') {
-        Some((lo, hi)) => (parse(lo, true)?, parse(hi, true)?),
+        Some((lo, hi)) => {
+            let part = |p: &str| port(p).ok_or(format!("`{p}` is not a port number (0-65535)"));
+            (part(lo)?, part(hi)?)
+        }
         None => {
-            let p = parse(s, false)?;
+            let p = port(s).ok_or("not a port number (0-65535)")?;
             (p, p)
         }
     };
