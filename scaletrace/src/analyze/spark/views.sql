@@ -3903,15 +3903,76 @@ GROUP BY
 /* The healthy step time: the median iteration without a blamed culprit's evidence, when the */
 /* job has enough of them (a fault that began mid-run, or one that strikes some steps only); */
 /* else the step time of a run of the same job without the problem (`analyze --baseline`). */
+/* Iterations outside the span of the evidence (before the first impaired iteration, after the */
+/* last) are taken alone when there are enough of them: between, a step without evidence ran */
+/* while the fault held too. A reordering link that began at step 29 of 80 left evidence in 30 */
+/* of the 50 steps after it, and the 20 others were as slow (131 ms against 116 before): taken */
+/* as healthy they raised the healthy step to 125 ms and hid half of what the fault cost. */
 CREATE OR REPLACE TEMPORARY VIEW st_healthy_step AS
-WITH counts AS (
+WITH span AS (
+  SELECT
+    MIN(iteration) FILTER(WHERE
+      impaired) AS first_impaired,
+    MAX(iteration) FILTER(WHERE
+      impaired) AS last_impaired
+  FROM st_iteration
+), marked AS (
+  SELECT
+    t.*,
+    NOT t.impaired
+    AND (
+      s.first_impaired IS NULL
+      OR t.iteration < s.first_impaired
+      OR t.iteration > s.last_impaired
+    ) AS outside
+  FROM st_iteration AS t
+  CROSS JOIN span AS s
+), counts AS (
   SELECT
     MEDIAN(step_us) FILTER(WHERE
-      NOT impaired) AS step_us,
+      NOT impaired) AS all_step_us,
     COUNT(*) FILTER(WHERE
-      NOT impaired) AS healthy_iterations,
+      NOT impaired) AS all_healthy,
+    MEDIAN(step_us) FILTER(WHERE
+      outside) AS outside_step_us,
+    COUNT(*) FILTER(WHERE
+      outside) AS outside_healthy,
     COUNT(*) AS iterations
-  FROM st_iteration
+  FROM marked
+), chosen AS (
+  SELECT
+    CASE
+      WHEN (
+        (
+          outside_healthy
+        ) >= (
+          SELECT
+            GREATEST(p.min_healthy_iterations, p.min_healthy_share * (
+              iterations
+            ))
+          FROM st_params AS p
+        )
+      )
+      THEN outside_step_us
+      ELSE all_step_us
+    END AS step_us,
+    CASE
+      WHEN (
+        (
+          outside_healthy
+        ) >= (
+          SELECT
+            GREATEST(p.min_healthy_iterations, p.min_healthy_share * (
+              iterations
+            ))
+          FROM st_params AS p
+        )
+      )
+      THEN outside_healthy
+      ELSE all_healthy
+    END AS healthy_iterations,
+    iterations
+  FROM counts
 ), own AS (
   SELECT
     *,
@@ -3926,7 +3987,7 @@ WITH counts AS (
         FROM st_params AS p
       )
     ) AS usable
-  FROM counts
+  FROM chosen
 )
 SELECT
   CASE WHEN own.usable THEN own.step_us ELSE b.step_us END AS healthy_step_us,
