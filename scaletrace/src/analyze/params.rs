@@ -3,7 +3,7 @@
 use anyhow::{bail, Result};
 
 /// (name, default, meaning)
-const DEFAULTS: [(&str, f64, &str); 35] = [
+const DEFAULTS: [(&str, f64, &str); 36] = [
     (
         "degraded_rtt_inflation",
         2.0,
@@ -158,6 +158,11 @@ const DEFAULTS: [(&str, f64, &str); 35] = [
         "min_healthy_share",
         0.2,
         "... and this share of all (else it is the evidence's own duration)",
+    ),
+    (
+        "quiet_slower_z",
+        2.33,
+        "steps without evidence between a culprit's first and last are charged to it when slower than the healthy ones by a rank-sum test at this z (2.33: one-sided 1 %)",
     ),
     (
         "min_culprit_steps",

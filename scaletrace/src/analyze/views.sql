@@ -1418,40 +1418,84 @@ FROM st_profiler_step s GROUP BY s.step;
 CREATE OR REPLACE MACRO st_enough_healthy(healthy, total) AS
     healthy >= (SELECT greatest(p.min_healthy_iterations, p.min_healthy_share * total) FROM st_params p);
 
--- The healthy step time: the median iteration without a blamed culprit's evidence, when the
--- job has enough of them (a fault that began mid-run, or one that strikes some steps only);
--- else the step time of a run of the same job without the problem (`analyze --baseline`).
--- Iterations outside the span of the evidence (before the first impaired iteration, after the
--- last) are taken alone when there are enough of them: between, a step without evidence ran
--- while the fault held too. A reordering link that began at step 29 of 80 left evidence in 30
--- of the 50 steps after it, and the 20 others were as slow (131 ms against 116 before): taken
--- as healthy they raised the healthy step to 125 ms and hid half of what the fault cost.
-CREATE OR REPLACE VIEW st_healthy_step AS
+-- The iterations the healthy step time is the median of: those without a blamed culprit's
+-- evidence; of them, the ones outside the span of the evidence (before the first impaired
+-- iteration, after the last) alone when there are enough of them (`st_enough_healthy`):
+-- between, a step without evidence ran while the fault held too. A reordering link that began
+-- at step 29 of 80 left evidence in 30 of the 50 steps after it, and the 20 others were as
+-- slow (131 ms against 116 ms before): taken as healthy they raised the healthy step to 125 ms
+-- and hid half of what the fault cost.
+CREATE OR REPLACE VIEW st_healthy_iteration AS
 WITH span AS (
     SELECT min(iteration) FILTER (WHERE impaired) AS first_impaired,
            max(iteration) FILTER (WHERE impaired) AS last_impaired
     FROM st_iteration),
 marked AS (
-    SELECT t.*, NOT t.impaired AND (s.first_impaired IS NULL OR t.iteration < s.first_impaired
-                                    OR t.iteration > s.last_impaired) AS outside
+    SELECT t.iteration, t.step_us, t.impaired,
+           NOT t.impaired AND (s.first_impaired IS NULL OR t.iteration < s.first_impaired
+                               OR t.iteration > s.last_impaired) AS outside
     FROM st_iteration t CROSS JOIN span s),
-counts AS (
-    SELECT median(step_us) FILTER (WHERE NOT impaired) AS all_step_us,
-           count(*) FILTER (WHERE NOT impaired) AS all_healthy,
-           median(step_us) FILTER (WHERE outside) AS outside_step_us,
-           count(*) FILTER (WHERE outside) AS outside_healthy, count(*) AS iterations
-    FROM marked),
-chosen AS (
-    SELECT CASE WHEN st_enough_healthy(outside_healthy, iterations) THEN outside_step_us ELSE all_step_us END AS step_us,
-           CASE WHEN st_enough_healthy(outside_healthy, iterations) THEN outside_healthy ELSE all_healthy END AS healthy_iterations,
-           iterations
-    FROM counts),
-own AS (SELECT *, st_enough_healthy(healthy_iterations, iterations) AS usable FROM chosen)
+counts AS (SELECT count(*) FILTER (WHERE outside) AS outside_healthy, count(*) AS iterations FROM marked)
+SELECT m.iteration, m.step_us
+FROM marked m CROSS JOIN counts c
+WHERE CASE WHEN st_enough_healthy(c.outside_healthy, c.iterations) THEN m.outside ELSE NOT m.impaired END;
+
+-- The healthy step time: the median of `st_healthy_iteration` when the job has enough of them
+-- (a fault that began mid-run, or one that strikes some steps only); else the step time of a
+-- run of the same job without the problem (`analyze --baseline`).
+CREATE OR REPLACE VIEW st_healthy_step AS
+WITH counts AS (
+    SELECT (SELECT median(step_us) FROM st_healthy_iteration) AS step_us,
+           (SELECT count(*) FROM st_healthy_iteration) AS healthy_iterations,
+           (SELECT count(*) FROM st_iteration) AS iterations),
+own AS (SELECT *, st_enough_healthy(healthy_iterations, iterations) AS usable FROM counts)
 SELECT CASE WHEN own.usable THEN own.step_us ELSE b.step_us END AS healthy_step_us,
        own.healthy_iterations, own.iterations,
        own.usable OR b.step_us IS NOT NULL AS usable,
        CASE WHEN own.usable THEN 'run' WHEN b.step_us IS NOT NULL THEN 'baseline' END AS healthy_from
 FROM own LEFT JOIN st_baseline b ON true;
+
+-- The steps a culprit held without leaving evidence: between its first and last impaired
+-- iteration, impaired by no culprit, charged to it when they were slower than the healthy
+-- ones (a one-sided rank-sum test against `st_healthy_iteration`, z ≥ `quiet_slower_z`).
+-- A fault that holds every step does not leave evidence in each (a reordering link: 30 of the
+-- 50 steps after its onset, the 20 others as slow); one that strikes some steps leaves the
+-- others as fast as the healthy ones, and the test keeps them out. Shared among the culprits
+-- whose span holds the step by their evidence.
+CREATE OR REPLACE VIEW st_culprit_quiet AS
+WITH span AS (
+    SELECT i.cause, i.culprit, min(i.iteration) AS first_it, max(i.iteration) AS last_it,
+           any_value(c.evidence_s) AS evidence_s
+    FROM st_culprit_iteration i JOIN st_culprit c USING (cause, culprit)
+    WHERE c.evidenced GROUP BY i.cause, i.culprit),
+quiet AS (
+    SELECT s.cause, s.culprit, t.iteration, t.step_us,
+           s.evidence_s / sum(s.evidence_s) OVER (PARTITION BY t.iteration) AS share
+    FROM span s JOIN st_iteration t ON t.iteration BETWEEN s.first_it AND s.last_it
+    WHERE NOT t.impaired),
+pooled AS (
+    SELECT cause, culprit, true AS is_quiet, step_us FROM quiet
+    UNION ALL
+    SELECT c.cause, c.culprit, false AS is_quiet, h.step_us
+    FROM (SELECT DISTINCT cause, culprit FROM quiet) c CROSS JOIN st_healthy_iteration h),
+ranked AS (
+    SELECT *, rank() OVER (PARTITION BY cause, culprit ORDER BY step_us) AS r FROM pooled),
+test AS (
+    SELECT cause, culprit, count(*) FILTER (WHERE is_quiet) AS n_quiet,
+           count(*) FILTER (WHERE NOT is_quiet) AS n_healthy,
+           sum(r) FILTER (WHERE is_quiet) AS rank_sum
+    FROM ranked GROUP BY cause, culprit),
+z AS (
+    SELECT cause, culprit,
+           (rank_sum - n_quiet * (n_quiet + 1) / 2.0 - n_quiet * n_healthy / 2.0)
+             / sqrt(n_quiet * n_healthy * (n_quiet + n_healthy + 1) / 12.0) AS slower_z
+    FROM test WHERE n_healthy > 0)
+SELECT q.cause, q.culprit, count(*) AS quiet_iterations, any_value(z.slower_z) AS slower_z,
+       avg(q.step_us) / 1e3 AS quiet_mean_step_ms,
+       sum((q.step_us - h.healthy_step_us) * q.share) / 1e6 AS quiet_excess_s
+FROM quiet q JOIN z USING (cause, culprit) CROSS JOIN st_healthy_step h CROSS JOIN st_params p
+WHERE h.healthy_from = 'run' AND z.slower_z >= p.quiet_slower_z
+GROUP BY q.cause, q.culprit;
 
 -- What each culprit cost: every impaired iteration's step time above the healthy step time.
 -- The step time is what the job lost, whatever the evidence's intervals add up to (a late
@@ -1508,15 +1552,19 @@ FROM st_straggler_iteration GROUP BY cause, culprit;
 -- Priced by step time against the healthy step (`step_time`: this run's, or the baseline's),
 -- else a straggler by its extra own work (`own_time`), else by the evidence's own duration.
 CREATE OR REPLACE VIEW st_slowdown AS
-SELECT c.*, coalesce(k.step_excess_s, o.own_excess_s, c.evidence_s) AS time_lost_s,
-       CASE WHEN k.step_excess_s IS NOT NULL THEN 'step_time'
-            WHEN o.own_excess_s IS NOT NULL THEN 'own_time' ELSE 'evidence' END AS priced_by,
-       k.iterations AS impaired_iterations, k.mean_step_ms, k.healthy_step_ms, k.healthy_from,
-       j.traced_s, j.steps,
-       coalesce(k.step_excess_s, o.own_excess_s, c.evidence_s) / nullif(j.traced_s, 0) AS lost_fraction
-FROM st_culprit c CROSS JOIN st_job_span j
-LEFT JOIN st_culprit_cost k USING (cause, culprit)
-LEFT JOIN st_straggler_own_cost o USING (cause, culprit);
+WITH priced AS (
+    SELECT c.*, coalesce(k.step_excess_s + coalesce(greatest(q.quiet_excess_s, 0), 0), o.own_excess_s, c.evidence_s) AS time_lost_s,
+           CASE WHEN k.step_excess_s IS NOT NULL THEN 'step_time'
+                WHEN o.own_excess_s IS NOT NULL THEN 'own_time' ELSE 'evidence' END AS priced_by,
+           k.iterations AS impaired_iterations, k.mean_step_ms, k.healthy_step_ms, k.healthy_from,
+           CASE WHEN k.step_excess_s IS NOT NULL THEN q.quiet_iterations END AS quiet_iterations,
+           CASE WHEN k.step_excess_s IS NOT NULL THEN q.quiet_mean_step_ms END AS quiet_mean_step_ms,
+           j.traced_s, j.steps
+    FROM st_culprit c CROSS JOIN st_job_span j
+    LEFT JOIN st_culprit_cost k USING (cause, culprit)
+    LEFT JOIN st_straggler_own_cost o USING (cause, culprit)
+    LEFT JOIN st_culprit_quiet q USING (cause, culprit))
+SELECT *, time_lost_s / nullif(traced_s, 0) AS lost_fraction FROM priced;
 
 -- The verdict's floors: a culprit named in it slowed at least `min_culprit_steps` steps and
 -- cost at least `min_lost_s` and `min_lost_fraction` of the traced time. Below them a culprit
@@ -1936,9 +1984,13 @@ s AS (
            st_next_check(CASE WHEN reordered THEN 'reordering' ELSE cause END, culprit, host, rank) AS next_check
     FROM (SELECT st_slowdown.*, coalesce(x.reordered, false) AS reordered, x.spurious_share,
                  CASE WHEN priced_by = 'step_time'
-                         THEN printf(': %d training steps took %.0f ms on average instead of a healthy %.0f ms%s',
+                         THEN printf(': %d training steps took %.0f ms on average instead of a healthy %.0f ms%s%s',
                                      impaired_iterations, mean_step_ms, healthy_step_ms,
-                                     CASE WHEN healthy_from = 'baseline' THEN ' (the baseline run''s)' ELSE '' END)
+                                     CASE WHEN healthy_from = 'baseline' THEN ' (the baseline run''s)' ELSE '' END,
+                                     CASE WHEN quiet_iterations > 0
+                                          THEN printf(' (and %s between them without its evidence: %.0f ms, slower than the healthy ones)',
+                                                      st_count(quiet_iterations, 'step'), quiet_mean_step_ms)
+                                          ELSE '' END)
                          WHEN priced_by = 'own_time'
                          THEN ' (its extra work per step: no healthy step to compare with; --baseline prices it by step time)'
                          ELSE '' END AS priced,

@@ -3900,15 +3900,14 @@ FROM st_profiler_step AS s
 GROUP BY
   s.step;
 
-/* The healthy step time: the median iteration without a blamed culprit's evidence, when the */
-/* job has enough of them (a fault that began mid-run, or one that strikes some steps only); */
-/* else the step time of a run of the same job without the problem (`analyze --baseline`). */
-/* Iterations outside the span of the evidence (before the first impaired iteration, after the */
-/* last) are taken alone when there are enough of them: between, a step without evidence ran */
-/* while the fault held too. A reordering link that began at step 29 of 80 left evidence in 30 */
-/* of the 50 steps after it, and the 20 others were as slow (131 ms against 116 before): taken */
-/* as healthy they raised the healthy step to 125 ms and hid half of what the fault cost. */
-CREATE OR REPLACE TEMPORARY VIEW st_healthy_step AS
+/* The iterations the healthy step time is the median of: those without a blamed culprit's */
+/* evidence; of them, the ones outside the span of the evidence (before the first impaired */
+/* iteration, after the last) alone when there are enough of them (`st_enough_healthy`): */
+/* between, a step without evidence ran while the fault held too. A reordering link that began */
+/* at step 29 of 80 left evidence in 30 of the 50 steps after it, and the 20 others were as */
+/* slow (131 ms against 116 ms before): taken as healthy they raised the healthy step to 125 ms */
+/* and hid half of what the fault cost. */
+CREATE OR REPLACE TEMPORARY VIEW st_healthy_iteration AS
 WITH span AS (
   SELECT
     MIN(iteration) FILTER(WHERE
@@ -3918,7 +3917,9 @@ WITH span AS (
   FROM st_iteration
 ), marked AS (
   SELECT
-    t.*,
+    t.iteration,
+    t.step_us,
+    t.impaired,
     NOT t.impaired
     AND (
       s.first_impaired IS NULL
@@ -3929,50 +3930,54 @@ WITH span AS (
   CROSS JOIN span AS s
 ), counts AS (
   SELECT
-    MEDIAN(step_us) FILTER(WHERE
-      NOT impaired) AS all_step_us,
-    COUNT(*) FILTER(WHERE
-      NOT impaired) AS all_healthy,
-    MEDIAN(step_us) FILTER(WHERE
-      outside) AS outside_step_us,
     COUNT(*) FILTER(WHERE
       outside) AS outside_healthy,
     COUNT(*) AS iterations
   FROM marked
-), chosen AS (
+)
+SELECT
+  m.iteration,
+  m.step_us
+FROM marked AS m
+CROSS JOIN counts AS c
+WHERE
+  CASE
+    WHEN (
+      (
+        c.outside_healthy
+      ) >= (
+        SELECT
+          GREATEST(p.min_healthy_iterations, p.min_healthy_share * (
+            c.iterations
+          ))
+        FROM st_params AS p
+      )
+    )
+    THEN m.outside
+    ELSE NOT m.impaired
+  END;
+
+/* The healthy step time: the median of `st_healthy_iteration` when the job has enough of them */
+/* (a fault that began mid-run, or one that strikes some steps only); else the step time of a */
+/* run of the same job without the problem (`analyze --baseline`). */
+CREATE OR REPLACE TEMPORARY VIEW st_healthy_step AS
+WITH counts AS (
   SELECT
-    CASE
-      WHEN (
-        (
-          outside_healthy
-        ) >= (
-          SELECT
-            GREATEST(p.min_healthy_iterations, p.min_healthy_share * (
-              iterations
-            ))
-          FROM st_params AS p
-        )
-      )
-      THEN outside_step_us
-      ELSE all_step_us
-    END AS step_us,
-    CASE
-      WHEN (
-        (
-          outside_healthy
-        ) >= (
-          SELECT
-            GREATEST(p.min_healthy_iterations, p.min_healthy_share * (
-              iterations
-            ))
-          FROM st_params AS p
-        )
-      )
-      THEN outside_healthy
-      ELSE all_healthy
-    END AS healthy_iterations,
-    iterations
-  FROM counts
+    (
+      SELECT
+        MEDIAN(step_us)
+      FROM st_healthy_iteration
+    ) AS step_us,
+    (
+      SELECT
+        COUNT(*)
+      FROM st_healthy_iteration
+    ) AS healthy_iterations,
+    (
+      SELECT
+        COUNT(*)
+      FROM st_iteration
+    ) AS iterations
 ), own AS (
   SELECT
     *,
@@ -3987,7 +3992,7 @@ WITH span AS (
         FROM st_params AS p
       )
     ) AS usable
-  FROM chosen
+  FROM counts
 )
 SELECT
   CASE WHEN own.usable THEN own.step_us ELSE b.step_us END AS healthy_step_us,
@@ -3998,6 +4003,115 @@ SELECT
 FROM own
 LEFT JOIN st_baseline AS b
   ON TRUE;
+
+/* The steps a culprit held without leaving evidence: between its first and last impaired */
+/* iteration, impaired by no culprit, charged to it when they were slower than the healthy */
+/* ones (a one-sided rank-sum test against `st_healthy_iteration`, z ≥ `quiet_slower_z`). */
+/* A fault that holds every step does not leave evidence in each (a reordering link: 30 of the */
+/* 50 steps after its onset, the 20 others as slow); one that strikes some steps leaves the */
+/* others as fast as the healthy ones, and the test keeps them out. Shared among the culprits */
+/* whose span holds the step by their evidence. */
+CREATE OR REPLACE TEMPORARY VIEW st_culprit_quiet AS
+WITH span AS (
+  SELECT
+    i.cause,
+    i.culprit,
+    MIN(i.iteration) AS first_it,
+    MAX(i.iteration) AS last_it,
+    ANY_VALUE(c.evidence_s, TRUE) AS evidence_s
+  FROM st_culprit_iteration AS i
+  JOIN st_culprit AS c
+    USING (cause, culprit)
+  WHERE
+    c.evidenced
+  GROUP BY
+    i.cause,
+    i.culprit
+), quiet AS (
+  SELECT
+    s.cause,
+    s.culprit,
+    t.iteration,
+    t.step_us,
+    s.evidence_s / SUM(s.evidence_s) OVER (PARTITION BY t.iteration) AS share
+  FROM span AS s
+  JOIN st_iteration AS t
+    ON t.iteration BETWEEN s.first_it AND s.last_it
+  WHERE
+    NOT t.impaired
+), pooled AS (
+  SELECT
+    cause,
+    culprit,
+    TRUE AS is_quiet,
+    step_us
+  FROM quiet
+  UNION ALL
+  SELECT
+    c.cause,
+    c.culprit,
+    FALSE AS is_quiet,
+    h.step_us
+  FROM (
+    SELECT DISTINCT
+      cause,
+      culprit
+    FROM quiet
+  ) AS c
+  CROSS JOIN st_healthy_iteration AS h
+), ranked AS (
+  SELECT
+    *,
+    RANK() OVER (PARTITION BY cause, culprit ORDER BY step_us NULLS LAST) AS r
+  FROM pooled
+), test AS (
+  SELECT
+    cause,
+    culprit,
+    COUNT(*) FILTER(WHERE
+      is_quiet) AS n_quiet,
+    COUNT(*) FILTER(WHERE
+      NOT is_quiet) AS n_healthy,
+    SUM(r) FILTER(WHERE
+      is_quiet) AS rank_sum
+  FROM ranked
+  GROUP BY
+    cause,
+    culprit
+), z AS (
+  SELECT
+    cause,
+    culprit,
+    (
+      rank_sum - n_quiet * (
+        n_quiet + 1
+      ) / 2.0 - n_quiet * n_healthy / 2.0
+    ) / SQRT(n_quiet * n_healthy * (
+      n_quiet + n_healthy + 1
+    ) / 12.0) AS slower_z
+  FROM test
+  WHERE
+    n_healthy > 0
+)
+SELECT
+  q.cause,
+  q.culprit,
+  COUNT(*) AS quiet_iterations,
+  ANY_VALUE(z.slower_z, TRUE) AS slower_z,
+  AVG(q.step_us) / 1e3 AS quiet_mean_step_ms,
+  SUM((
+    q.step_us - h.healthy_step_us
+  ) * q.share) / 1e6 AS quiet_excess_s
+FROM quiet AS q
+JOIN z
+  USING (cause, culprit)
+CROSS JOIN st_healthy_step AS h
+CROSS JOIN st_params AS p
+WHERE
+  h.healthy_from = 'run' AND z.slower_z >= p.quiet_slower_z
+GROUP BY
+  q.cause,
+  q.culprit;
 
 /* What each culprit cost: every impaired iteration's step time above the healthy step time. */
 /* The step time is what the job lost, whatever the evidence's intervals add up to (a late */
@@ -4115,29 +4229,42 @@ GROUP BY
 /* Priced by step time against the healthy step (`step_time`: this run's, or the baseline's), */
 /* else a straggler by its extra own work (`own_time`), else by the evidence's own duration. */
 CREATE OR REPLACE TEMPORARY VIEW st_slowdown AS
+WITH priced AS (
+  SELECT
+    c.*,
+    COALESCE(
+      k.step_excess_s + COALESCE(GREATEST(q.quiet_excess_s, 0), 0),
+      o.own_excess_s,
+      c.evidence_s
+    ) AS time_lost_s,
+    CASE
+      WHEN NOT k.step_excess_s IS NULL
+      THEN 'step_time'
+      WHEN NOT o.own_excess_s IS NULL
+      THEN 'own_time'
+      ELSE 'evidence'
+    END AS priced_by,
+    k.iterations AS impaired_iterations,
+    k.mean_step_ms,
+    k.healthy_step_ms,
+    k.healthy_from,
+    CASE WHEN NOT k.step_excess_s IS NULL THEN q.quiet_iterations END AS quiet_iterations,
+    CASE WHEN NOT k.step_excess_s IS NULL THEN q.quiet_mean_step_ms END AS quiet_mean_step_ms,
+    j.traced_s,
+    j.steps
+  FROM st_culprit AS c
+  CROSS JOIN st_job_span AS j
+  LEFT JOIN st_culprit_cost AS k
+    USING (cause, culprit)
+  LEFT JOIN st_straggler_own_cost AS o
+    USING (cause, culprit)
+  LEFT JOIN st_culprit_quiet AS q
+    USING (cause, culprit)
+)
 SELECT
-  c.*,
-  COALESCE(k.step_excess_s, o.own_excess_s, c.evidence_s) AS time_lost_s,
-  CASE
-    WHEN NOT k.step_excess_s IS NULL
-    THEN 'step_time'
-    WHEN NOT o.own_excess_s IS NULL
-    THEN 'own_time'
-    ELSE 'evidence'
-  END AS priced_by,
-  k.iterations AS impaired_iterations,
-  k.mean_step_ms,
-  k.healthy_step_ms,
-  k.healthy_from,
-  j.traced_s,
-  j.steps,
-  COALESCE(k.step_excess_s, o.own_excess_s, c.evidence_s) / NULLIF(j.traced_s, 0) AS lost_fraction
-FROM st_culprit AS c
-CROSS JOIN st_job_span AS j
-LEFT JOIN st_culprit_cost AS k
-  USING (cause, culprit)
-LEFT JOIN st_straggler_own_cost AS o
-  USING (cause, culprit);
+  *,
+  time_lost_s / NULLIF(traced_s, 0) AS lost_fraction
+FROM priced;
 
 /* Culprits with evidence whose cost stays below the verdict's floors, largest first: an */
 /* engineer asking why the job got slower still learns what came closest, by how much, and */
@@ -8248,6 +8375,8 @@ WITH late_rank AS (
       st_slowdown.mean_step_ms AS mean_step_ms,
       st_slowdown.healthy_step_ms AS healthy_step_ms,
       st_slowdown.healthy_from AS healthy_from,
+      st_slowdown.quiet_iterations AS quiet_iterations,
+      st_slowdown.quiet_mean_step_ms AS quiet_mean_step_ms,
       st_slowdown.traced_s AS traced_s,
       st_slowdown.steps AS steps,
       st_slowdown.lost_fraction AS lost_fraction,
@@ -8263,10 +8392,76 @@ WITH late_rank AS (
             WHEN st_slowdown.healthy_from = 'baseline'
             THEN ' (the baseline run\'s)'
             ELSE ''
+          END IS NULL
+          OR CASE
+            WHEN st_slowdown.quiet_iterations > 0
+            THEN IF(
+              (
+                IF(
+                  (
+                    st_slowdown.quiet_iterations
+                  ) IS NULL
+                  OR (
+                    'step'
+                  ) IS NULL
+                  OR CASE WHEN (
+                    st_slowdown.quiet_iterations
+                  ) = 1 THEN '' ELSE 's' END IS NULL,
+                  NULL,
+                  FORMAT_STRING(
+                    '%d %s%s',
+                    (
+                      st_slowdown.quiet_iterations
+                    ),
+                    (
+                      'step'
+                    ),
+                    CASE WHEN (
+                      st_slowdown.quiet_iterations
+                    ) = 1 THEN '' ELSE 's' END
+                  )
+                )
+              ) IS NULL
+              OR st_slowdown.quiet_mean_step_ms IS NULL,
+              NULL,
+              FORMAT_STRING(
+                ' (and %s between them without its evidence: %s ms, slower than the healthy ones)',
+                (
+                  IF(
+                    (
+                      st_slowdown.quiet_iterations
+                    ) IS NULL
+                    OR (
+                      'step'
+                    ) IS NULL
+                    OR CASE WHEN (
+                      st_slowdown.quiet_iterations
+                    ) = 1 THEN '' ELSE 's' END IS NULL,
+                    NULL,
+                    FORMAT_STRING(
+                      '%d %s%s',
+                      (
+                        st_slowdown.quiet_iterations
+                      ),
+                      (
+                        'step'
+                      ),
+                      CASE WHEN (
+                        st_slowdown.quiet_iterations
+                      ) = 1 THEN '' ELSE 's' END
+                    )
+                  )
+                ),
+                FORMAT_NUMBER(st_slowdown.quiet_mean_step_ms, IF((
+                  0
+                ) > 0, CONCAT('0.', REPEAT('0', 0)), '0'))
+              )
+            )
+            ELSE ''
           END IS NULL,
           NULL,
           FORMAT_STRING(
-            ': %d training steps took %s ms on average instead of a healthy %s ms%s',
+            ': %d training steps took %s ms on average instead of a healthy %s ms%s%s',
             st_slowdown.impaired_iterations,
             FORMAT_NUMBER(st_slowdown.mean_step_ms, IF((
               0
@@ -8277,6 +8472,72 @@ WITH late_rank AS (
             CASE
               WHEN st_slowdown.healthy_from = 'baseline'
               THEN ' (the baseline run\'s)'
+              ELSE ''
+            END,
+            CASE
+              WHEN st_slowdown.quiet_iterations > 0
+              THEN IF(
+                (
+                  IF(
+                    (
+                      st_slowdown.quiet_iterations
+                    ) IS NULL
+                    OR (
+                      'step'
+                    ) IS NULL
+                    OR CASE WHEN (
+                      st_slowdown.quiet_iterations
+                    ) = 1 THEN '' ELSE 's' END IS NULL,
+                    NULL,
+                    FORMAT_STRING(
+                      '%d %s%s',
+                      (
+                        st_slowdown.quiet_iterations
+                      ),
+                      (
+                        'step'
+                      ),
+                      CASE WHEN (
+                        st_slowdown.quiet_iterations
+                      ) = 1 THEN '' ELSE 's' END
+                    )
+                  )
+                ) IS NULL
+                OR st_slowdown.quiet_mean_step_ms IS NULL,
+                NULL,
+                FORMAT_STRING(
+                  ' (and %s between them without its evidence: %s ms, slower than the healthy ones)',
+                  (
+                    IF(
+                      (
+                        st_slowdown.quiet_iterations
+                      ) IS NULL
+                      OR (
+                        'step'
+                      ) IS NULL
+                      OR CASE WHEN (
+                        st_slowdown.quiet_iterations
+                      ) = 1 THEN '' ELSE 's' END IS NULL,
+                      NULL,
+                      FORMAT_STRING(
+                        '%d %s%s',
+                        (
+                          st_slowdown.quiet_iterations
+                        ),
+                        (
+                          'step'
+                        ),
+                        CASE WHEN (
+                          st_slowdown.quiet_iterations
+                        ) = 1 THEN '' ELSE 's' END
+                      )
+                    )
+                  ),
+                  FORMAT_NUMBER(st_slowdown.quiet_mean_step_ms, IF((
+                    0
+                  ) > 0, CONCAT('0.', REPEAT('0', 0)), '0'))
+                )
+              )
               ELSE ''
             END
           )
