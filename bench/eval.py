@@ -494,9 +494,9 @@ def markdown(meta, records, tot):
           "are recorded too: with one rank per node the ring sends rank r → r−1, the other pairs carry only "
           "the initial broadcast and barriers.",
           "- **What the time-lost error measures**: `analyze` prices a culprit by the job's own step times "
-          "(`ProfilerStep#N` in the traces: the iterations with the culprit's evidence, above the median of the "
-          "iterations without any — those before the first and after the last iteration with evidence, when there "
-          "are enough of them), and the ground truth is the ranks' own step timing against the same run's "
+          "(`ProfilerStep#N` in the traces: the iterations with the culprit's evidence, and those between them without "
+          "any when they were as slow, above the median of the iterations without any — those outside every "
+          "culprit's span of evidence when there are enough of them), and the ground truth is the ranks' own step timing against the same run's "
           "healthy steps. The two clocks agree to the µs on every step, so the error is the attribution: faulted "
           "iterations the evidence missed, healthy ones it blamed, and the healthy median drawn from the profiled "
           "steps. It is not a model of what a fault should cost.",

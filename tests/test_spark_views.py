@@ -25,7 +25,9 @@ from translate import statements  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 # a network fault and a straggler: the two halves of the verdict
-RECORDINGS = ["loss-gap-after-onset", "slow-rank-noise-before-onset", "rate-limit-overflow", "slow-rank-last-step"]
+# reorder-quiet-steps-after-onset: the one whose verdict charges steps without evidence
+RECORDINGS = ["loss-gap-after-onset", "slow-rank-noise-before-onset", "rate-limit-overflow", "slow-rank-last-step",
+              "reorder-quiet-steps-after-onset"]
 
 
 def test_the_spark_views_are_what_translate_makes_of_the_duckdb_views():

@@ -1418,23 +1418,28 @@ FROM st_profiler_step s GROUP BY s.step;
 CREATE OR REPLACE MACRO st_enough_healthy(healthy, total) AS
     healthy >= (SELECT greatest(p.min_healthy_iterations, p.min_healthy_share * total) FROM st_params p);
 
+-- Each blamed culprit's span: from the first to the last iteration it impaired (its evidence,
+-- or a straggler's extra work).
+CREATE OR REPLACE VIEW st_culprit_span AS
+SELECT cause, culprit, min(iteration) AS first_iteration, max(iteration) AS last_iteration
+FROM (SELECT i.cause, i.culprit, i.iteration
+      FROM st_culprit_iteration i JOIN st_culprit c USING (cause, culprit) WHERE c.evidenced
+      UNION ALL
+      SELECT cause, culprit, iteration FROM st_straggler_iteration)
+GROUP BY cause, culprit;
+
 -- The iterations the healthy step time is the median of: those without a blamed culprit's
--- evidence; of them, the ones outside the span of the evidence (before the first impaired
--- iteration, after the last) alone when there are enough of them (`st_enough_healthy`):
--- between, a step without evidence ran while the fault held too. A reordering link that began
--- at step 29 of 80 left evidence in 30 of the 50 steps after it, and the 20 others were as
--- slow (131 ms against 116 ms before): taken as healthy they raised the healthy step to 125 ms
--- and hid half of what the fault cost.
+-- evidence; of them, the ones outside every culprit's span alone when there are enough of them
+-- (`st_enough_healthy`): inside, a step without evidence ran while the fault held too. A
+-- reordering link that began at step 29 of 80 left evidence in 30 of the 50 steps after it,
+-- and the 20 others were as slow (131 ms against 116 ms before): taken as healthy they raised
+-- the healthy step to 125 ms and hid half of what the fault cost.
 CREATE OR REPLACE VIEW st_healthy_iteration AS
-WITH span AS (
-    SELECT min(iteration) FILTER (WHERE impaired) AS first_impaired,
-           max(iteration) FILTER (WHERE impaired) AS last_impaired
-    FROM st_iteration),
-marked AS (
+WITH marked AS (
     SELECT t.iteration, t.step_us, t.impaired,
-           NOT t.impaired AND (s.first_impaired IS NULL OR t.iteration < s.first_impaired
-                               OR t.iteration > s.last_impaired) AS outside
-    FROM st_iteration t CROSS JOIN span s),
+           NOT t.impaired AND NOT EXISTS (SELECT 1 FROM st_culprit_span s
+                                          WHERE t.iteration BETWEEN s.first_iteration AND s.last_iteration) AS outside
+    FROM st_iteration t),
 counts AS (SELECT count(*) FILTER (WHERE outside) AS outside_healthy, count(*) AS iterations FROM marked)
 SELECT m.iteration, m.step_us
 FROM marked m CROSS JOIN counts c
@@ -1455,46 +1460,63 @@ SELECT CASE WHEN own.usable THEN own.step_us ELSE b.step_us END AS healthy_step_
        CASE WHEN own.usable THEN 'run' WHEN b.step_us IS NOT NULL THEN 'baseline' END AS healthy_from
 FROM own LEFT JOIN st_baseline b ON true;
 
--- The steps a culprit held without leaving evidence: between its first and last impaired
--- iteration, impaired by no culprit, charged to it when they were slower than the healthy
--- ones (a one-sided rank-sum test against `st_healthy_iteration`, z ≥ `quiet_slower_z`).
--- A fault that holds every step does not leave evidence in each (a reordering link: 30 of the
--- 50 steps after its onset, the 20 others as slow); one that strikes some steps leaves the
--- others as fast as the healthy ones, and the test keeps them out. Shared among the culprits
--- whose span holds the step by their evidence.
-CREATE OR REPLACE VIEW st_culprit_quiet AS
+-- The steps a culprit held without leaving evidence: inside its span, impaired by no culprit,
+-- charged to it when they look like its steps and not like the healthy ones: slower than the
+-- healthy iterations by a one-sided rank-sum test (z ≥ `quiet_slower_z`; its own span's steps
+-- left out of the healthy side), and their median nearer its impaired steps' median than the
+-- healthy one. A fault that holds every step does not leave evidence in each (a reordering
+-- link: 30 of the 50 steps after its onset, the 20 others as slow); one that strikes some
+-- steps leaves the others as fast as the healthy ones, and a machine whose steps drift a few
+-- percent while a culprit's rare slow steps come and go leaves the others nearer the healthy.
+-- Only against this run's own healthy steps (`healthy_from = 'run'`). Shared among the
+-- culprits whose span holds the step by their evidence.
+CREATE OR REPLACE VIEW st_culprit_quiet_iteration AS
 WITH span AS (
-    SELECT i.cause, i.culprit, min(i.iteration) AS first_it, max(i.iteration) AS last_it,
-           any_value(c.evidence_s) AS evidence_s
-    FROM st_culprit_iteration i JOIN st_culprit c USING (cause, culprit)
-    WHERE c.evidenced GROUP BY i.cause, i.culprit),
+    SELECT s.*, c.evidence_s FROM st_culprit_span s JOIN st_culprit c USING (cause, culprit)),
 quiet AS (
     SELECT s.cause, s.culprit, t.iteration, t.step_us,
-           s.evidence_s / sum(s.evidence_s) OVER (PARTITION BY t.iteration) AS share
-    FROM span s JOIN st_iteration t ON t.iteration BETWEEN s.first_it AND s.last_it
+           s.evidence_s / nullif(sum(s.evidence_s) OVER (PARTITION BY t.iteration), 0) AS share
+    FROM span s JOIN st_iteration t ON t.iteration BETWEEN s.first_iteration AND s.last_iteration
     WHERE NOT t.impaired),
 pooled AS (
     SELECT cause, culprit, true AS is_quiet, step_us FROM quiet
     UNION ALL
-    SELECT c.cause, c.culprit, false AS is_quiet, h.step_us
-    FROM (SELECT DISTINCT cause, culprit FROM quiet) c CROSS JOIN st_healthy_iteration h),
+    SELECT s.cause, s.culprit, false AS is_quiet, h.step_us
+    FROM span s JOIN st_healthy_iteration h
+      ON h.iteration NOT BETWEEN s.first_iteration AND s.last_iteration),
 ranked AS (
-    SELECT *, rank() OVER (PARTITION BY cause, culprit ORDER BY step_us) AS r FROM pooled),
+    -- tied step times share their average rank
+    SELECT *, rank() OVER (PARTITION BY cause, culprit ORDER BY step_us)
+              + (count(*) OVER (PARTITION BY cause, culprit, step_us) - 1) / 2.0 AS r
+    FROM pooled),
 test AS (
     SELECT cause, culprit, count(*) FILTER (WHERE is_quiet) AS n_quiet,
            count(*) FILTER (WHERE NOT is_quiet) AS n_healthy,
-           sum(r) FILTER (WHERE is_quiet) AS rank_sum
+           sum(r) FILTER (WHERE is_quiet) AS rank_sum,
+           median(step_us) FILTER (WHERE is_quiet) AS quiet_median_us
     FROM ranked GROUP BY cause, culprit),
-z AS (
-    SELECT cause, culprit,
-           (rank_sum - n_quiet * (n_quiet + 1) / 2.0 - n_quiet * n_healthy / 2.0)
-             / sqrt(n_quiet * n_healthy * (n_quiet + n_healthy + 1) / 12.0) AS slower_z
-    FROM test WHERE n_healthy > 0)
-SELECT q.cause, q.culprit, count(*) AS quiet_iterations, any_value(z.slower_z) AS slower_z,
+own AS (
+    SELECT i.cause, i.culprit, median(t.step_us) AS impaired_median_us
+    FROM (SELECT cause, culprit, iteration FROM st_culprit_iteration
+          UNION SELECT cause, culprit, iteration FROM st_straggler_iteration) i
+    JOIN st_iteration t USING (iteration) GROUP BY i.cause, i.culprit),
+judged AS (
+    SELECT t.cause, t.culprit,
+           (t.rank_sum - t.n_quiet * (t.n_quiet + 1) / 2.0 - t.n_quiet * t.n_healthy / 2.0)
+             / sqrt(t.n_quiet * t.n_healthy * (t.n_quiet + t.n_healthy + 1) / 12.0) AS slower_z,
+           t.quiet_median_us, o.impaired_median_us
+    FROM test t JOIN own o USING (cause, culprit) WHERE t.n_healthy > 0 AND t.n_quiet > 0)
+SELECT q.cause, q.culprit, q.iteration, q.step_us, q.share, j.slower_z
+FROM quiet q JOIN judged j USING (cause, culprit) CROSS JOIN st_healthy_step h CROSS JOIN st_params p
+WHERE h.healthy_from = 'run' AND j.slower_z >= p.quiet_slower_z
+  AND j.quiet_median_us - h.healthy_step_us >= (j.impaired_median_us - h.healthy_step_us) / 2;
+
+-- Per culprit: its charged steps without evidence and what they cost above the healthy step.
+CREATE OR REPLACE VIEW st_culprit_quiet AS
+SELECT q.cause, q.culprit, count(*) AS quiet_iterations, any_value(q.slower_z) AS slower_z,
        avg(q.step_us) / 1e3 AS quiet_mean_step_ms,
        sum((q.step_us - h.healthy_step_us) * q.share) / 1e6 AS quiet_excess_s
-FROM quiet q JOIN z USING (cause, culprit) CROSS JOIN st_healthy_step h CROSS JOIN st_params p
-WHERE h.healthy_from = 'run' AND z.slower_z >= p.quiet_slower_z
+FROM st_culprit_quiet_iteration q CROSS JOIN st_healthy_step h
 GROUP BY q.cause, q.culprit;
 
 -- What each culprit cost: every impaired iteration's step time above the healthy step time.
@@ -1557,8 +1579,8 @@ WITH priced AS (
            CASE WHEN k.step_excess_s IS NOT NULL THEN 'step_time'
                 WHEN o.own_excess_s IS NOT NULL THEN 'own_time' ELSE 'evidence' END AS priced_by,
            k.iterations AS impaired_iterations, k.mean_step_ms, k.healthy_step_ms, k.healthy_from,
-           CASE WHEN k.step_excess_s IS NOT NULL THEN q.quiet_iterations END AS quiet_iterations,
-           CASE WHEN k.step_excess_s IS NOT NULL THEN q.quiet_mean_step_ms END AS quiet_mean_step_ms,
+           CASE WHEN k.step_excess_s IS NOT NULL AND q.quiet_excess_s > 0 THEN q.quiet_iterations END AS quiet_iterations,
+           CASE WHEN k.step_excess_s IS NOT NULL AND q.quiet_excess_s > 0 THEN q.quiet_mean_step_ms END AS quiet_mean_step_ms,
            j.traced_s, j.steps
     FROM st_culprit c CROSS JOIN st_job_span j
     LEFT JOIN st_culprit_cost k USING (cause, culprit)
@@ -1604,7 +1626,8 @@ imp AS (
 t AS (
     SELECT pc.culprit, i.iteration, i.step_us,
            i.iteration IN (SELECT iteration FROM imp WHERE imp.culprit = pc.culprit) AS queued,
-           i.impaired
+           -- priced by a culprit: its evidence, or a step without evidence charged to it
+           i.impaired OR i.iteration IN (SELECT iteration FROM st_culprit_quiet_iteration) AS impaired
     FROM pc CROSS JOIN st_iteration i),
 own AS (
     SELECT culprit, median(step_us) FILTER (WHERE NOT queued AND NOT impaired) AS healthy_step_us,
@@ -1988,8 +2011,8 @@ s AS (
                                      impaired_iterations, mean_step_ms, healthy_step_ms,
                                      CASE WHEN healthy_from = 'baseline' THEN ' (the baseline run''s)' ELSE '' END,
                                      CASE WHEN quiet_iterations > 0
-                                          THEN printf(' (and %s between them without its evidence: %.0f ms, slower than the healthy ones)',
-                                                      st_count(quiet_iterations, 'step'), quiet_mean_step_ms)
+                                          THEN printf(' (and %s between them without its evidence, %.0f ms on average: slower than the healthy ones)',
+                                                      st_count(quiet_iterations, 'training step'), quiet_mean_step_ms)
                                           ELSE '' END)
                          WHEN priced_by = 'own_time'
                          THEN ' (its extra work per step: no healthy step to compare with; --baseline prices it by step time)'

@@ -3900,34 +3900,56 @@ FROM st_profiler_step AS s
 GROUP BY
   s.step;
 
-/* The iterations the healthy step time is the median of: those without a blamed culprit's */
-/* evidence; of them, the ones outside the span of the evidence (before the first impaired */
-/* iteration, after the last) alone when there are enough of them (`st_enough_healthy`): */
-/* between, a step without evidence ran while the fault held too. A reordering link that began */
-/* at step 29 of 80 left evidence in 30 of the 50 steps after it, and the 20 others were as */
-/* slow (131 ms against 116 ms before): taken as healthy they raised the healthy step to 125 ms */
-/* and hid half of what the fault cost. */
-CREATE OR REPLACE TEMPORARY VIEW st_healthy_iteration AS
-WITH span AS (
+/* Each blamed culprit's span: from the first to the last iteration it impaired (its evidence, */
+/* or a straggler's extra work). */
+CREATE OR REPLACE TEMPORARY VIEW st_culprit_span AS
+SELECT
+  cause,
+  culprit,
+  MIN(iteration) AS first_iteration,
+  MAX(iteration) AS last_iteration
+FROM (
   SELECT
-    MIN(iteration) FILTER(WHERE
-      impaired) AS first_impaired,
-    MAX(iteration) FILTER(WHERE
-      impaired) AS last_impaired
-  FROM st_iteration
-), marked AS (
+    i.cause,
+    i.culprit,
+    i.iteration
+  FROM st_culprit_iteration AS i
+  JOIN st_culprit AS c
+    USING (cause, culprit)
+  WHERE
+    c.evidenced
+  UNION ALL
+  SELECT
+    cause,
+    culprit,
+    iteration
+  FROM st_straggler_iteration
+)
+GROUP BY
+  cause,
+  culprit;
+
+/* The iterations the healthy step time is the median of: those without a blamed culprit's */
+/* evidence; of them, the ones outside every culprit's span alone when there are enough of them */
+/* (`st_enough_healthy`): inside, a step without evidence ran while the fault held too. A */
+/* reordering link that began at step 29 of 80 left evidence in 30 of the 50 steps after it, */
+/* and the 20 others were as slow (131 ms against 116 ms before): taken as healthy they raised */
+/* the healthy step to 125 ms and hid half of what the fault cost. */
+CREATE OR REPLACE TEMPORARY VIEW st_healthy_iteration AS
+WITH marked AS (
   SELECT
     t.iteration,
     t.step_us,
     t.impaired,
     NOT t.impaired
-    AND (
-      s.first_impaired IS NULL
-      OR t.iteration < s.first_impaired
-      OR t.iteration > s.last_impaired
+    AND NOT EXISTS(
+      SELECT
+        1
+      FROM st_culprit_span AS s
+      WHERE
+        t.iteration BETWEEN s.first_iteration AND s.last_iteration
     ) AS outside
   FROM st_iteration AS t
-  CROSS JOIN span AS s
 ), counts AS (
   SELECT
     COUNT(*) FILTER(WHERE
@@ -4004,39 +4026,34 @@ FROM own
 LEFT JOIN st_baseline AS b
   ON TRUE;
 
-/* The steps a culprit held without leaving evidence: between its first and last impaired */
-/* iteration, impaired by no culprit, charged to it when they were slower than the healthy */
-/* ones (a one-sided rank-sum test against `st_healthy_iteration`, z ≥ `quiet_slower_z`). */
-/* A fault that holds every step does not leave evidence in each (a reordering link: 30 of the */
-/* 50 steps after its onset, the 20 others as slow); one that strikes some steps leaves the */
-/* others as fast as the healthy ones, and the test keeps them out. Shared among the culprits */
-/* whose span holds the step by their evidence. */
-CREATE OR REPLACE TEMPORARY VIEW st_culprit_quiet AS
+/* The steps a culprit held without leaving evidence: inside its span, impaired by no culprit, */
+/* charged to it when they look like its steps and not like the healthy ones: slower than the */
+/* healthy iterations by a one-sided rank-sum test (z ≥ `quiet_slower_z`; its own span's steps */
+/* left out of the healthy side), and their median nearer its impaired steps' median than the */
+/* healthy one. A fault that holds every step does not leave evidence in each (a reordering */
+/* link: 30 of the 50 steps after its onset, the 20 others as slow); one that strikes some */
+/* steps leaves the others as fast as the healthy ones, and a machine whose steps drift a few */
+/* percent while a culprit's rare slow steps come and go leaves the others nearer the healthy. */
+/* Only against this run's own healthy steps (`healthy_from = 'run'`). Shared among the */
+/* culprits whose span holds the step by their evidence. */
+CREATE OR REPLACE TEMPORARY VIEW st_culprit_quiet_iteration AS
 WITH span AS (
   SELECT
-    i.cause,
-    i.culprit,
-    MIN(i.iteration) AS first_it,
-    MAX(i.iteration) AS last_it,
-    ANY_VALUE(c.evidence_s, TRUE) AS evidence_s
-  FROM st_culprit_iteration AS i
+    s.*,
+    c.evidence_s
+  FROM st_culprit_span AS s
   JOIN st_culprit AS c
     USING (cause, culprit)
-  WHERE
-    c.evidenced
-  GROUP BY
-    i.cause,
-    i.culprit
 ), quiet AS (
   SELECT
     s.cause,
     s.culprit,
     t.iteration,
     t.step_us,
-    s.evidence_s / SUM(s.evidence_s) OVER (PARTITION BY t.iteration) AS share
+    s.evidence_s / NULLIF(SUM(s.evidence_s) OVER (PARTITION BY t.iteration), 0) AS share
   FROM span AS s
   JOIN st_iteration AS t
-    ON t.iteration BETWEEN s.first_it AND s.last_it
+    ON t.iteration BETWEEN s.first_iteration AND s.last_iteration
   WHERE
     NOT t.impaired
 ), pooled AS (
@@ -4048,21 +4065,20 @@ WITH span AS (
   FROM quiet
   UNION ALL
   SELECT
-    c.cause,
-    c.culprit,
+    s.cause,
+    s.culprit,
     FALSE AS is_quiet,
     h.step_us
-  FROM (
-    SELECT DISTINCT
-      cause,
-      culprit
-    FROM quiet
-  ) AS c
-  CROSS JOIN st_healthy_iteration AS h
+  FROM span AS s
+  JOIN st_healthy_iteration AS h
+    ON NOT h.iteration BETWEEN s.first_iteration AND s.last_iteration
 ), ranked AS (
+  /* tied step times share their average rank */
   SELECT
     *,
-    RANK() OVER (PARTITION BY cause, culprit ORDER BY step_us NULLS LAST) AS r
+    RANK() OVER (PARTITION BY cause, culprit ORDER BY step_us NULLS LAST) + (
+      COUNT(*) OVER (PARTITION BY cause, culprit, step_us) - 1
+    ) / 2.0 AS r
   FROM pooled
 ), test AS (
   SELECT
@@ -4073,42 +4089,87 @@ WITH span AS (
     COUNT(*) FILTER(WHERE
       NOT is_quiet) AS n_healthy,
     SUM(r) FILTER(WHERE
-      is_quiet) AS rank_sum
+      is_quiet) AS rank_sum,
+    MEDIAN(step_us) FILTER(WHERE
+      is_quiet) AS quiet_median_us
   FROM ranked
   GROUP BY
     cause,
     culprit
-), z AS (
+), own AS (
   SELECT
-    cause,
-    culprit,
+    i.cause,
+    i.culprit,
+    MEDIAN(t.step_us) AS impaired_median_us
+  FROM (
+    SELECT
+      cause,
+      culprit,
+      iteration
+    FROM st_culprit_iteration
+    UNION
+    SELECT
+      cause,
+      culprit,
+      iteration
+    FROM st_straggler_iteration
+  ) AS i
+  JOIN st_iteration AS t
+    USING (iteration)
+  GROUP BY
+    i.cause,
+    i.culprit
+), judged AS (
+  SELECT
+    t.cause,
+    t.culprit,
     (
-      rank_sum - n_quiet * (
-        n_quiet + 1
-      ) / 2.0 - n_quiet * n_healthy / 2.0
-    ) / SQRT(n_quiet * n_healthy * (
-      n_quiet + n_healthy + 1
-    ) / 12.0) AS slower_z
-  FROM test
+      t.rank_sum - t.n_quiet * (
+        t.n_quiet + 1
+      ) / 2.0 - t.n_quiet * t.n_healthy / 2.0
+    ) / SQRT(t.n_quiet * t.n_healthy * (
+      t.n_quiet + t.n_healthy + 1
+    ) / 12.0) AS slower_z,
+    t.quiet_median_us,
+    o.impaired_median_us
+  FROM test AS t
+  JOIN own AS o
+    USING (cause, culprit)
   WHERE
-    n_healthy > 0
+    t.n_healthy > 0 AND t.n_quiet > 0
 )
 SELECT
   q.cause,
   q.culprit,
-  COUNT(*) AS quiet_iterations,
-  ANY_VALUE(z.slower_z, TRUE) AS slower_z,
-  AVG(q.step_us) / 1e3 AS quiet_mean_step_ms,
-  SUM((
-    q.step_us - h.healthy_step_us
-  ) * q.share) / 1e6 AS quiet_excess_s
+  q.iteration,
+  q.step_us,
+  q.share,
+  j.slower_z
 FROM quiet AS q
-JOIN z
+JOIN judged AS j
   USING (cause, culprit)
 CROSS JOIN st_healthy_step AS h
 CROSS JOIN st_params AS p
 WHERE
-  h.healthy_from = 'run' AND z.slower_z >= p.quiet_slower_z
+  h.healthy_from = 'run'
+  AND j.slower_z >= p.quiet_slower_z
+  AND j.quiet_median_us - h.healthy_step_us >= (
+    j.impaired_median_us - h.healthy_step_us
+  ) / 2;
+
+/* Per culprit: its charged steps without evidence and what they cost above the healthy step. */
+CREATE OR REPLACE TEMPORARY VIEW st_culprit_quiet AS
+SELECT
+  q.cause,
+  q.culprit,
+  COUNT(*) AS quiet_iterations,
+  ANY_VALUE(q.slower_z, TRUE) AS slower_z,
+  AVG(q.step_us) / 1e3 AS quiet_mean_step_ms,
+  SUM((
+    q.step_us - h.healthy_step_us
+  ) * q.share) / 1e6 AS quiet_excess_s
+FROM st_culprit_quiet_iteration AS q
+CROSS JOIN st_healthy_step AS h
 GROUP BY
   q.cause,
   q.culprit;
@@ -4248,8 +4309,14 @@ WITH priced AS (
     k.mean_step_ms,
     k.healthy_step_ms,
     k.healthy_from,
-    CASE WHEN NOT k.step_excess_s IS NULL THEN q.quiet_iterations END AS quiet_iterations,
-    CASE WHEN NOT k.step_excess_s IS NULL THEN q.quiet_mean_step_ms END AS quiet_mean_step_ms,
+    CASE
+      WHEN NOT k.step_excess_s IS NULL AND q.quiet_excess_s > 0
+      THEN q.quiet_iterations
+    END AS quiet_iterations,
+    CASE
+      WHEN NOT k.step_excess_s IS NULL AND q.quiet_excess_s > 0
+      THEN q.quiet_mean_step_ms
+    END AS quiet_mean_step_ms,
     j.traced_s,
     j.steps
   FROM st_culprit AS c
@@ -4386,7 +4453,12 @@ WITH pc AS (
       WHERE
         imp.culprit = pc.culprit
     ) AS queued,
-    i.impaired
+    i.impaired /* priced by a culprit: its evidence, or a step without evidence charged to it */
+    OR i.iteration IN (
+      SELECT
+        iteration
+      FROM st_culprit_quiet_iteration
+    ) AS impaired
   FROM pc
   CROSS JOIN st_iteration AS i
 ), own AS (
@@ -8402,7 +8474,7 @@ WITH late_rank AS (
                     st_slowdown.quiet_iterations
                   ) IS NULL
                   OR (
-                    'step'
+                    'training step'
                   ) IS NULL
                   OR CASE WHEN (
                     st_slowdown.quiet_iterations
@@ -8414,7 +8486,7 @@ WITH late_rank AS (
                       st_slowdown.quiet_iterations
                     ),
                     (
-                      'step'
+                      'training step'
                     ),
                     CASE WHEN (
                       st_slowdown.quiet_iterations
@@ -8425,14 +8497,14 @@ WITH late_rank AS (
               OR st_slowdown.quiet_mean_step_ms IS NULL,
               NULL,
               FORMAT_STRING(
-                ' (and %s between them without its evidence: %s ms, slower than the healthy ones)',
+                ' (and %s between them without its evidence, %s ms on average: slower than the healthy ones)',
                 (
                   IF(
                     (
                       st_slowdown.quiet_iterations
                     ) IS NULL
                     OR (
-                      'step'
+                      'training step'
                     ) IS NULL
                     OR CASE WHEN (
                       st_slowdown.quiet_iterations
@@ -8444,7 +8516,7 @@ WITH late_rank AS (
                         st_slowdown.quiet_iterations
                       ),
                       (
-                        'step'
+                        'training step'
                       ),
                       CASE WHEN (
                         st_slowdown.quiet_iterations
@@ -8483,7 +8555,7 @@ WITH late_rank AS (
                       st_slowdown.quiet_iterations
                     ) IS NULL
                     OR (
-                      'step'
+                      'training step'
                     ) IS NULL
                     OR CASE WHEN (
                       st_slowdown.quiet_iterations
@@ -8495,7 +8567,7 @@ WITH late_rank AS (
                         st_slowdown.quiet_iterations
                       ),
                       (
-                        'step'
+                        'training step'
                       ),
                       CASE WHEN (
                         st_slowdown.quiet_iterations
@@ -8506,14 +8578,14 @@ WITH late_rank AS (
                 OR st_slowdown.quiet_mean_step_ms IS NULL,
                 NULL,
                 FORMAT_STRING(
-                  ' (and %s between them without its evidence: %s ms, slower than the healthy ones)',
+                  ' (and %s between them without its evidence, %s ms on average: slower than the healthy ones)',
                   (
                     IF(
                       (
                         st_slowdown.quiet_iterations
                       ) IS NULL
                       OR (
-                        'step'
+                        'training step'
                       ) IS NULL
                       OR CASE WHEN (
                         st_slowdown.quiet_iterations
@@ -8525,7 +8597,7 @@ WITH late_rank AS (
                           st_slowdown.quiet_iterations
                         ),
                         (
-                          'step'
+                          'training step'
                         ),
                         CASE WHEN (
                           st_slowdown.quiet_iterations
