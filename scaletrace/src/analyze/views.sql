@@ -1405,13 +1405,19 @@ JOIN st_rank_iteration_own o ON o.host = c.host AND o.rank = c.rank
 CROSS JOIN st_params p
 WHERE c.cause = 'straggler' AND c.evidenced AND o.extra_own_us >= p.min_excess_us;
 
+-- The iterations each blamed culprit impaired: those its evidence fell in (a culprit with
+-- evidence), or a straggler's extra work.
+CREATE OR REPLACE VIEW st_culprit_impaired_iteration AS
+SELECT i.cause, i.culprit, i.iteration
+FROM st_culprit_iteration i JOIN st_culprit c USING (cause, culprit) WHERE c.evidenced
+UNION
+SELECT cause, culprit, iteration FROM st_straggler_iteration;
+
 -- The job's step time per training iteration (ProfilerStep#N): the median over ranks, and
 -- whether any blamed culprit left evidence in it (or a blamed straggler did extra work in it).
 CREATE OR REPLACE VIEW st_iteration AS
 SELECT s.step AS iteration, median(s.end_us - s.start_us) AS step_us, count(*) AS ranks,
-       EXISTS (SELECT 1 FROM st_culprit_iteration i JOIN st_culprit c USING (cause, culprit)
-               WHERE c.evidenced AND i.iteration = s.step)
-       OR EXISTS (SELECT 1 FROM st_straggler_iteration w WHERE w.iteration = s.step) AS impaired
+       EXISTS (SELECT 1 FROM st_culprit_impaired_iteration i WHERE i.iteration = s.step) AS impaired
 FROM st_profiler_step s GROUP BY s.step;
 
 -- Enough healthy iterations to price against: `min_healthy_iterations` and `min_healthy_share`.
@@ -1422,11 +1428,7 @@ CREATE OR REPLACE MACRO st_enough_healthy(healthy, total) AS
 -- or a straggler's extra work).
 CREATE OR REPLACE VIEW st_culprit_span AS
 SELECT cause, culprit, min(iteration) AS first_iteration, max(iteration) AS last_iteration
-FROM (SELECT i.cause, i.culprit, i.iteration
-      FROM st_culprit_iteration i JOIN st_culprit c USING (cause, culprit) WHERE c.evidenced
-      UNION ALL
-      SELECT cause, culprit, iteration FROM st_straggler_iteration)
-GROUP BY cause, culprit;
+FROM st_culprit_impaired_iteration GROUP BY cause, culprit;
 
 -- The iterations the healthy step time is the median of: those without a blamed culprit's
 -- evidence; of them, the ones outside every culprit's span alone when there are enough of them
@@ -1497,9 +1499,8 @@ test AS (
     FROM ranked GROUP BY cause, culprit),
 own AS (
     SELECT i.cause, i.culprit, median(t.step_us) AS impaired_median_us
-    FROM (SELECT cause, culprit, iteration FROM st_culprit_iteration
-          UNION SELECT cause, culprit, iteration FROM st_straggler_iteration) i
-    JOIN st_iteration t USING (iteration) GROUP BY i.cause, i.culprit),
+    FROM st_culprit_impaired_iteration i JOIN st_iteration t USING (iteration)
+    GROUP BY i.cause, i.culprit),
 judged AS (
     SELECT t.cause, t.culprit,
            (t.rank_sum - t.n_quiet * (t.n_quiet + 1) / 2.0 - t.n_quiet * t.n_healthy / 2.0)
@@ -1511,13 +1512,15 @@ FROM quiet q JOIN judged j USING (cause, culprit) CROSS JOIN st_healthy_step h C
 WHERE h.healthy_from = 'run' AND j.slower_z >= p.quiet_slower_z
   AND j.quiet_median_us - h.healthy_step_us >= (j.impaired_median_us - h.healthy_step_us) / 2;
 
--- Per culprit: its charged steps without evidence and what they cost above the healthy step.
+-- Per culprit: its charged steps without evidence and what they cost above the healthy step;
+-- a charge that adds nothing is no charge (no row).
 CREATE OR REPLACE VIEW st_culprit_quiet AS
 SELECT q.cause, q.culprit, count(*) AS quiet_iterations, any_value(q.slower_z) AS slower_z,
        avg(q.step_us) / 1e3 AS quiet_mean_step_ms,
        sum((q.step_us - h.healthy_step_us) * q.share) / 1e6 AS quiet_excess_s
 FROM st_culprit_quiet_iteration q CROSS JOIN st_healthy_step h
-GROUP BY q.cause, q.culprit;
+GROUP BY q.cause, q.culprit
+HAVING sum((q.step_us - h.healthy_step_us) * q.share) > 0;
 
 -- What each culprit cost: every impaired iteration's step time above the healthy step time.
 -- The step time is what the job lost, whatever the evidence's intervals add up to (a late
@@ -1575,12 +1578,12 @@ FROM st_straggler_iteration GROUP BY cause, culprit;
 -- else a straggler by its extra own work (`own_time`), else by the evidence's own duration.
 CREATE OR REPLACE VIEW st_slowdown AS
 WITH priced AS (
-    SELECT c.*, coalesce(k.step_excess_s + coalesce(greatest(q.quiet_excess_s, 0), 0), o.own_excess_s, c.evidence_s) AS time_lost_s,
+    SELECT c.*, coalesce(k.step_excess_s + coalesce(q.quiet_excess_s, 0), o.own_excess_s, c.evidence_s) AS time_lost_s,
            CASE WHEN k.step_excess_s IS NOT NULL THEN 'step_time'
                 WHEN o.own_excess_s IS NOT NULL THEN 'own_time' ELSE 'evidence' END AS priced_by,
            k.iterations AS impaired_iterations, k.mean_step_ms, k.healthy_step_ms, k.healthy_from,
-           CASE WHEN k.step_excess_s IS NOT NULL AND q.quiet_excess_s > 0 THEN q.quiet_iterations END AS quiet_iterations,
-           CASE WHEN k.step_excess_s IS NOT NULL AND q.quiet_excess_s > 0 THEN q.quiet_mean_step_ms END AS quiet_mean_step_ms,
+           CASE WHEN k.step_excess_s IS NOT NULL THEN q.quiet_iterations END AS quiet_iterations,
+           CASE WHEN k.step_excess_s IS NOT NULL THEN q.quiet_mean_step_ms END AS quiet_mean_step_ms,
            j.traced_s, j.steps
     FROM st_culprit c CROSS JOIN st_job_span j
     LEFT JOIN st_culprit_cost k USING (cause, culprit)

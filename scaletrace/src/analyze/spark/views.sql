@@ -3873,6 +3873,25 @@ CROSS JOIN st_params AS p
 WHERE
   c.cause = 'straggler' AND c.evidenced AND o.extra_own_us >= p.min_excess_us;
 
+/* The iterations each blamed culprit impaired: those its evidence fell in (a culprit with */
+/* evidence), or a straggler's extra work. */
+CREATE OR REPLACE TEMPORARY VIEW st_culprit_impaired_iteration AS
+SELECT
+  i.cause,
+  i.culprit,
+  i.iteration
+FROM st_culprit_iteration AS i
+JOIN st_culprit AS c
+  USING (cause, culprit)
+WHERE
+  c.evidenced
+UNION
+SELECT
+  cause,
+  culprit,
+  iteration
+FROM st_straggler_iteration;
+
 /* The job's step time per training iteration (ProfilerStep#N): the median over ranks, and */
 /* whether any blamed culprit left evidence in it (or a blamed straggler did extra work in it). */
 CREATE OR REPLACE TEMPORARY VIEW st_iteration AS
@@ -3883,18 +3902,9 @@ SELECT
   EXISTS(
     SELECT
       1
-    FROM st_culprit_iteration AS i
-    JOIN st_culprit AS c
-      USING (cause, culprit)
+    FROM st_culprit_impaired_iteration AS i
     WHERE
-      c.evidenced AND i.iteration = s.step
-  )
-  OR EXISTS(
-    SELECT
-      1
-    FROM st_straggler_iteration AS w
-    WHERE
-      w.iteration = s.step
+      i.iteration = s.step
   ) AS impaired
 FROM st_profiler_step AS s
 GROUP BY
@@ -3908,23 +3918,7 @@ SELECT
   culprit,
   MIN(iteration) AS first_iteration,
   MAX(iteration) AS last_iteration
-FROM (
-  SELECT
-    i.cause,
-    i.culprit,
-    i.iteration
-  FROM st_culprit_iteration AS i
-  JOIN st_culprit AS c
-    USING (cause, culprit)
-  WHERE
-    c.evidenced
-  UNION ALL
-  SELECT
-    cause,
-    culprit,
-    iteration
-  FROM st_straggler_iteration
-)
+FROM st_culprit_impaired_iteration
 GROUP BY
   cause,
   culprit;
@@ -4101,19 +4095,7 @@ WITH span AS (
     i.cause,
     i.culprit,
     MEDIAN(t.step_us) AS impaired_median_us
-  FROM (
-    SELECT
-      cause,
-      culprit,
-      iteration
-    FROM st_culprit_iteration
-    UNION
-    SELECT
-      cause,
-      culprit,
-      iteration
-    FROM st_straggler_iteration
-  ) AS i
+  FROM st_culprit_impaired_iteration AS i
   JOIN st_iteration AS t
     USING (iteration)
   GROUP BY
@@ -4157,7 +4139,8 @@ WHERE
     j.impaired_median_us - h.healthy_step_us
   ) / 2;
 
-/* Per culprit: its charged steps without evidence and what they cost above the healthy step. */
+/* Per culprit: its charged steps without evidence and what they cost above the healthy step; */
+/* a charge that adds nothing is no charge (no row). */
 CREATE OR REPLACE TEMPORARY VIEW st_culprit_quiet AS
 SELECT
   q.cause,
@@ -4172,7 +4155,11 @@ FROM st_culprit_quiet_iteration AS q
 CROSS JOIN st_healthy_step AS h
 GROUP BY
   q.cause,
-  q.culprit;
+  q.culprit
+HAVING
+  SUM((
+    q.step_us - h.healthy_step_us
+  ) * q.share) > 0;
 
 /* What each culprit cost: every impaired iteration's step time above the healthy step time. */
 /* The step time is what the job lost, whatever the evidence's intervals add up to (a late */
@@ -4293,11 +4280,7 @@ CREATE OR REPLACE TEMPORARY VIEW st_slowdown AS
 WITH priced AS (
   SELECT
     c.*,
-    COALESCE(
-      k.step_excess_s + COALESCE(GREATEST(q.quiet_excess_s, 0), 0),
-      o.own_excess_s,
-      c.evidence_s
-    ) AS time_lost_s,
+    COALESCE(k.step_excess_s + COALESCE(q.quiet_excess_s, 0), o.own_excess_s, c.evidence_s) AS time_lost_s,
     CASE
       WHEN NOT k.step_excess_s IS NULL
       THEN 'step_time'
@@ -4309,14 +4292,8 @@ WITH priced AS (
     k.mean_step_ms,
     k.healthy_step_ms,
     k.healthy_from,
-    CASE
-      WHEN NOT k.step_excess_s IS NULL AND q.quiet_excess_s > 0
-      THEN q.quiet_iterations
-    END AS quiet_iterations,
-    CASE
-      WHEN NOT k.step_excess_s IS NULL AND q.quiet_excess_s > 0
-      THEN q.quiet_mean_step_ms
-    END AS quiet_mean_step_ms,
+    CASE WHEN NOT k.step_excess_s IS NULL THEN q.quiet_iterations END AS quiet_iterations,
+    CASE WHEN NOT k.step_excess_s IS NULL THEN q.quiet_mean_step_ms END AS quiet_mean_step_ms,
     j.traced_s,
     j.steps
   FROM st_culprit AS c
