@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Whether this kernel lets a BPF trampoline (fentry) attach to the TCP receive path: the hook
-issue 15 would measure against sock_ops (a trampoline costs ~6-7 ns per trigger in the kernel's
-own benchmarks; sock_ops' dispatch alone costs ~88 ns per run here). Loads the smallest possible
-fentry program ("return 0") on `tcp_rcv_established` through the raw bpf() syscall, so no
-toolchain or loader of ours is involved, attaches it for a moment and says what the kernel
-answered. Run as root; prints JSON."""
+"""Small BPF programs loaded through the raw bpf() syscall, so no toolchain or loader of ours is
+involved: the instruction encoders and loaders `bench/ack_parts.py` builds its per-ACK pieces
+with, and (run as a script) whether this kernel lets a BPF trampoline (fentry) attach to the
+TCP receive path, the hook issue 15 would measure against sock_ops (a trampoline costs ~6-7 ns
+per trigger in the kernel's own benchmarks). The script loads the smallest possible fentry
+program ("return 0") on `tcp_rcv_established`, attaches it for a moment and says what the
+kernel answered. Run as root; prints JSON."""
 import ctypes
 import errno
 import json
@@ -14,9 +15,20 @@ import subprocess
 import tempfile
 
 SYS_BPF = 321  # x86-64
+BPF_MAP_CREATE = 0
 BPF_PROG_LOAD = 5
+BPF_PROG_ATTACH = 8
+BPF_PROG_DETACH = 9
 BPF_RAW_TRACEPOINT_OPEN = 17
+BPF_BTF_LOAD = 18
+BPF_PROG_TYPE_SOCK_OPS = 13
+BPF_PROG_TYPE_RAW_TRACEPOINT = 17
 BPF_PROG_TYPE_TRACING = 26
+BPF_MAP_TYPE_HASH = 1
+BPF_MAP_TYPE_SK_STORAGE = 24
+BPF_CGROUP_SOCK_OPS = 3
+BPF_F_ALLOW_MULTI = 2
+BPF_F_NO_PREALLOC = 1
 BPF_TRACE_FENTRY = 24
 TARGET = "tcp_rcv_established"
 
@@ -26,6 +38,128 @@ _libc = ctypes.CDLL(None, use_errno=True)
 def _bpf(cmd, attr):
     fd = _libc.syscall(SYS_BPF, cmd, attr, ctypes.sizeof(attr))
     return fd, ctypes.get_errno()
+
+
+def _checked(cmd, attr, log=None):
+    """bpf(cmd, attr), raising OSError (with the verifier's last line, when `log` has one)."""
+    fd, err = _bpf(cmd, attr)
+    if fd < 0:
+        last = log.value.decode(errors="replace").strip().splitlines()[-1:] if log is not None else []
+        raise OSError(err, os.strerror(err) + (f"; verifier: {last[0]}" if last else ""))
+    return fd
+
+
+# Instruction encoders: `struct bpf_insn` is code, dst and src registers (4 bits each), a 16-bit
+# offset and a 32-bit immediate. Only what the per-ACK pieces use.
+def insn(code, dst=0, src=0, off=0, imm=0):
+    return struct.pack("<BBhi", code, dst | (src << 4), off, imm)
+
+
+def mov_imm(dst, imm):
+    return insn(0xb7, dst, imm=imm)
+
+
+def mov(dst, src):
+    return insn(0xbf, dst, src)
+
+
+def add_imm(dst, imm):
+    return insn(0x07, dst, imm=imm)
+
+
+def load64(dst, src, off):
+    return insn(0x79, dst, src, off)
+
+
+def store64(dst, off, src):
+    return insn(0x7b, dst, src, off)
+
+
+def store64_imm(dst, off, imm):
+    return insn(0x7a, dst, off=off, imm=imm)
+
+
+def call(helper):
+    return insn(0x85, imm=helper)
+
+
+def jump_if_not(reg, imm, skip):
+    """Skip `skip` instructions unless reg == imm."""
+    return insn(0x55, reg, off=skip, imm=imm)
+
+
+def jump(skip):
+    return insn(0x05, off=skip)
+
+
+def load_map(dst, map_fd):
+    """The two-slot instruction that puts a map (by fd, resolved at load) into `dst`."""
+    return insn(0x18, dst, 1, imm=map_fd) + insn(0)
+
+
+def exit_with(value):
+    return mov_imm(0, value) + insn(0x95)
+
+
+def count(code):
+    return len(code) // 8
+
+
+def load_program(prog_type, code, name):
+    """Loads `code` (GPL) as a program of `prog_type`; returns its fd."""
+    insns = ctypes.create_string_buffer(code, len(code))
+    license = ctypes.create_string_buffer(b"GPL")
+    log = ctypes.create_string_buffer(1 << 16)
+    attr = ctypes.create_string_buffer(144)
+    struct.pack_into("<IIQQIIQ", attr, 0, prog_type, count(code), ctypes.addressof(insns),
+                     ctypes.addressof(license), 1, len(log), ctypes.addressof(log))
+    struct.pack_into("16s", attr, 48, name.encode())  # prog_name
+    return _checked(BPF_PROG_LOAD, attr, log)
+
+
+def create_map(map_type, key_size, value_size, max_entries, flags, btf=None):
+    """A map; `btf` = (btf fd, key type id, value type id) where the map type needs one."""
+    attr = ctypes.create_string_buffer(72)
+    struct.pack_into("<IIIII", attr, 0, map_type, key_size, value_size, max_entries, flags)
+    if btf:
+        struct.pack_into("<III", attr, 48, *btf)
+    return _checked(BPF_MAP_CREATE, attr)
+
+
+def load_int_btf(value_size):
+    """BTF for a socket-storage map: type 1 `int` (its key must be a 32-bit int) and type 3 an
+    array of `value_size` / 8 `long`s (its value)."""
+    strings = b"\0int\0long\0"
+    kind_int, kind_array = 1 << 24, 3 << 24
+    types = struct.pack("<IIII", 1, kind_int, 4, (1 << 24) | 32)  # 1: int, signed, 32 bits
+    types += struct.pack("<IIII", 5, kind_int, 8, 64)  # 2: long, 64 bits
+    types += struct.pack("<IIIIII", 0, kind_array, 0, 2, 1, value_size // 8)  # 3: long[n]
+    blob = struct.pack("<HBBIIIII", 0xEB9F, 1, 0, 24, 0, len(types), len(types), len(strings)) + types + strings
+    buf = ctypes.create_string_buffer(blob, len(blob))
+    log = ctypes.create_string_buffer(4096)
+    attr = ctypes.create_string_buffer(40)
+    struct.pack_into("<QQIII", attr, 0, ctypes.addressof(buf), ctypes.addressof(log), len(blob), len(log), 1)
+    return _checked(BPF_BTF_LOAD, attr, log)
+
+
+def cgroup_attach(prog_fd, cgroup_fd, attach_type, flags):
+    attr = ctypes.create_string_buffer(20)
+    struct.pack_into("<IIII", attr, 0, cgroup_fd, prog_fd, attach_type, flags)
+    _checked(BPF_PROG_ATTACH, attr)
+
+
+def cgroup_detach(prog_fd, cgroup_fd, attach_type):
+    attr = ctypes.create_string_buffer(20)
+    struct.pack_into("<IIII", attr, 0, cgroup_fd, prog_fd, attach_type, 0)
+    _checked(BPF_PROG_DETACH, attr)
+
+
+def raw_tracepoint_open(prog_fd, name):
+    """Attaches a raw tracepoint program; the returned link fd holds it until closed."""
+    tp = ctypes.create_string_buffer(name.encode())
+    attr = ctypes.create_string_buffer(16)
+    struct.pack_into("<QI", attr, 0, ctypes.addressof(tp), prog_fd)
+    return _checked(BPF_RAW_TRACEPOINT_OPEN, attr)
 
 
 def btf_func_id(name):
@@ -69,7 +203,7 @@ def probe_fentry():
     if btf_id is None:
         return {**result, "loads": False, "answer": f"{TARGET} is not in the kernel's BTF"}
     # r0 = 0; exit
-    insns = ctypes.create_string_buffer(struct.pack("<BBhiBBhi", 0xb7, 0, 0, 0, 0x95, 0, 0, 0))
+    insns = ctypes.create_string_buffer(exit_with(0))
     license = ctypes.create_string_buffer(b"GPL")
     log = ctypes.create_string_buffer(1 << 16)
     attr = ctypes.create_string_buffer(144)
