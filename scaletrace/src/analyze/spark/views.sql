@@ -3709,15 +3709,116 @@ CROSS JOIN t
 LEFT JOIN st_culprit_queued_samples AS n
   ON n.kind = 'persistent' AND n.culprit = q.culprit;
 
+/* A stall carried over into the next collective: a rank that left a slow collective late */
+/* (its transfer stalled on a culprit's links) reaches its next collective late by as much, */
+/* with no more work of its own than the others. Its lateness there, up to how much later it */
+/* left the slow collective than the first rank did, is that culprit's: with 2 % loss on */
+/* node2, an all-reduce stalled 218 ms on a retransmit timeout and its ranks left it 215 ms */
+/* apart; the next iteration's first two all-reduces waited 217 ms for rank 1, which had done */
+/* no extra work, and those 200 ms of step time were nobody's. It counts when the late release */
+/* holds at least half the lateness (as own work must, `st_own_work_explains`) and at least */
+/* `min_excess_us`. */
+CREATE OR REPLACE TEMPORARY VIEW st_carried_stall AS
+WITH late AS (
+  SELECT
+    b.source,
+    b.collective,
+    b.step,
+    b.iteration,
+    b.host,
+    b.rank,
+    b.s,
+    b.lateness_us,
+    r.start_us
+  FROM st_slow_step_blame AS b
+  JOIN st_collective_rank_step AS r
+    ON r.source = b.source
+    AND r.collective = b.collective
+    AND r.step = b.step
+    AND r.host = b.host
+    AND r.rank = b.rank
+  JOIN st_rank_iteration_own AS o
+    ON o.host = b.host AND o.rank = b.rank AND o.iteration = b.iteration
+  WHERE
+    b.cause = 'straggler'
+    AND NOT (
+      (
+        o.extra_own_us
+      ) >= GREATEST((
+        SELECT
+          min_excess_us
+        FROM st_params
+      ), 0.5 * (
+        b.lateness_us
+      ))
+    )
+), left_last AS (
+  /* the collective the late rank left last before it arrived */
+  SELECT
+    l.source,
+    l.collective,
+    l.step,
+    l.iteration,
+    l.s,
+    l.lateness_us,
+    MAX_BY(p.collective, (p.end_us, p.step)) AS prev_collective,
+    MAX_BY(p.step, (p.end_us, p.step)) AS prev_step,
+    MAX(p.end_us) AS left_us
+  FROM late AS l
+  JOIN st_collective_rank_step AS p
+    ON p.source = l.source
+    AND p.host = l.host
+    AND p.rank = l.rank
+    AND p.end_us <= l.start_us
+  GROUP BY
+    l.source,
+    l.collective,
+    l.step,
+    l.iteration,
+    l.s,
+    l.lateness_us
+), carried AS (
+  SELECT
+    l.*,
+    LEAST(l.lateness_us, l.left_us - (
+      x.last_end_us - x.finish_spread_us
+    )) AS carried_us
+  FROM left_last AS l
+  JOIN st_collective_step AS x
+    ON x.source = l.source AND x.collective = l.prev_collective AND x.step = l.prev_step
+)
+SELECT
+  b.cause,
+  b.culprit,
+  c.source,
+  c.collective,
+  c.step,
+  c.iteration,
+  c.s,
+  c.s + c.carried_us AS e,
+  c.carried_us
+FROM carried AS c
+JOIN st_slow_step_blame AS b
+  ON b.source = c.source AND b.collective = c.prev_collective AND b.step = c.prev_step
+CROSS JOIN st_params AS p
+WHERE
+  b.cause IN ('network', 'queueing')
+  AND c.carried_us >= GREATEST(p.min_excess_us, 0.5 * c.lateness_us);
+
 /* Each culprit's evidence per training iteration: the union of its intervals (job time in */
-/* which every rank waited because of it). A rank's lateness counts in an iteration only when */
+/* which every rank waited because of it), and the stalls carried over from its steps */
+/* (`st_carried_stall`). A rank's lateness counts in an iteration only when */
 /* it did more of its own work in it (at least `min_excess_us` and half its lateness more than */
 /* the other ranks): on a busy host the ranks take turns arriving last by a few ms, and such */
 /* iterations are healthy. */
 CREATE OR REPLACE TEMPORARY VIEW st_culprit_iteration AS
 WITH c AS (
   SELECT
-    c.*
+    c.cause,
+    c.culprit,
+    c.iteration,
+    c.s,
+    c.e
   FROM st_slow_step_blame AS c
   CROSS JOIN st_params AS p
   LEFT JOIN st_rank_iteration_own AS o
@@ -3739,6 +3840,14 @@ WITH c AS (
         c.lateness_us
       ))
     )
+  UNION ALL
+  SELECT
+    cause,
+    culprit,
+    iteration,
+    s,
+    e
+  FROM st_carried_stall
 ), m AS (
   SELECT
     *,
