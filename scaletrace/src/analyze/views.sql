@@ -1346,7 +1346,9 @@ LEFT JOIN st_culprit_queued_samples n ON n.kind = 'persistent' AND n.culprit = q
 -- apart; the next iteration's first two all-reduces waited 217 ms for rank 1, which had done
 -- no extra work, and those 200 ms of step time were nobody's. It counts when the late release
 -- holds at least half the lateness (as own work must, `st_own_work_explains`) and at least
--- `min_excess_us`.
+-- `min_excess_us`, and the collective it left is of this training step or the one before (an
+-- older one says nothing about this arrival). Its evidence is the wait after the slow step's
+-- end: up to there the slow step's own interval holds it, and the same wait counts once.
 CREATE OR REPLACE VIEW st_carried_stall AS
 WITH late AS (
     SELECT b.source, b.collective, b.step, b.iteration, b.host, b.rank, b.s, b.lateness_us, r.start_us
@@ -1356,22 +1358,30 @@ WITH late AS (
     JOIN st_rank_iteration_own o ON o.host = b.host AND o.rank = b.rank AND o.iteration = b.iteration
     WHERE b.cause = 'straggler' AND NOT st_own_work_explains(o.extra_own_us, b.lateness_us)),
 left_last AS (
-    -- the collective the late rank left last before it arrived
+    -- the collective the late rank left last before it arrived, in this training step or the
+    -- one before (an equi-join on the step: a late arrival meets two steps' collectives, not
+    -- every one of its rank's)
     SELECT l.source, l.collective, l.step, l.iteration, l.s, l.lateness_us,
-           arg_max(p.collective, (p.end_us, p.step)) AS prev_collective, arg_max(p.step, (p.end_us, p.step)) AS prev_step,
+           arg_max(p.collective, (p.end_us, p.step, p.collective)) AS prev_collective,
+           arg_max(p.step, (p.end_us, p.step, p.collective)) AS prev_step,
            max(p.end_us) AS left_us
-    FROM late l JOIN st_collective_rank_step p
-      ON p.source = l.source AND p.host = l.host AND p.rank = l.rank AND p.end_us <= l.start_us
+    FROM (SELECT *, unnest([iteration - 1, iteration]) AS searched FROM late) l
+    JOIN st_collective_rank_step p
+      ON p.source = l.source AND p.host = l.host AND p.rank = l.rank AND p.profiler_step = l.searched
+    WHERE p.end_us <= l.start_us
     GROUP BY l.source, l.collective, l.step, l.iteration, l.s, l.lateness_us),
 carried AS (
-    SELECT l.*, least(l.lateness_us, l.left_us - (x.last_end_us - x.finish_spread_us)) AS carried_us
+    SELECT l.*, least(l.lateness_us, l.left_us - (x.last_end_us - x.finish_spread_us)) AS carried_us,
+           x.last_end_us AS prev_end_us
     FROM left_last l JOIN st_collective_step x ON x.source = l.source AND x.collective = l.prev_collective AND x.step = l.prev_step)
-SELECT b.cause, b.culprit, c.source, c.collective, c.step, c.iteration, c.s, c.s + c.carried_us AS e, c.carried_us
+SELECT b.cause, b.culprit, c.source, c.collective, c.step, c.iteration,
+       greatest(c.s, c.prev_end_us) AS s, c.s + c.carried_us AS e, c.carried_us
 FROM carried c
 JOIN st_slow_step_blame b ON b.source = c.source AND b.collective = c.prev_collective AND b.step = c.prev_step
 CROSS JOIN st_params p
 WHERE b.cause IN ('network', 'queueing')
-  AND c.carried_us >= greatest(p.min_excess_us, 0.5 * c.lateness_us);
+  AND c.carried_us >= greatest(p.min_excess_us, 0.5 * c.lateness_us)
+  AND c.s + c.carried_us > greatest(c.s, c.prev_end_us);
 
 -- Each culprit's evidence per training iteration: the union of its intervals (job time in
 -- which every rank waited because of it), and the stalls carried over from its steps

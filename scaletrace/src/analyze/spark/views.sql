@@ -3717,7 +3717,9 @@ LEFT JOIN st_culprit_queued_samples AS n
 /* apart; the next iteration's first two all-reduces waited 217 ms for rank 1, which had done */
 /* no extra work, and those 200 ms of step time were nobody's. It counts when the late release */
 /* holds at least half the lateness (as own work must, `st_own_work_explains`) and at least */
-/* `min_excess_us`. */
+/* `min_excess_us`, and the collective it left is of this training step or the one before (an */
+/* older one says nothing about this arrival). Its evidence is the wait after the slow step's */
+/* end: up to there the slow step's own interval holds it, and the same wait counts once. */
 CREATE OR REPLACE TEMPORARY VIEW st_carried_stall AS
 WITH late AS (
   SELECT
@@ -3753,7 +3755,9 @@ WITH late AS (
       ))
     )
 ), left_last AS (
-  /* the collective the late rank left last before it arrived */
+  /* the collective the late rank left last before it arrived, in this training step or the */
+  /* one before (an equi-join on the step: a late arrival meets two steps' collectives, not */
+  /* every one of its rank's) */
   SELECT
     l.source,
     l.collective,
@@ -3761,15 +3765,22 @@ WITH late AS (
     l.iteration,
     l.s,
     l.lateness_us,
-    MAX_BY(p.collective, (p.end_us, p.step)) AS prev_collective,
-    MAX_BY(p.step, (p.end_us, p.step)) AS prev_step,
+    MAX_BY(p.collective, (p.end_us, p.step, p.collective)) AS prev_collective,
+    MAX_BY(p.step, (p.end_us, p.step, p.collective)) AS prev_step,
     MAX(p.end_us) AS left_us
-  FROM late AS l
+  FROM (
+    SELECT
+      *,
+      EXPLODE(ARRAY(iteration - 1, iteration)) AS searched
+    FROM late
+  ) AS l
   JOIN st_collective_rank_step AS p
     ON p.source = l.source
     AND p.host = l.host
     AND p.rank = l.rank
-    AND p.end_us <= l.start_us
+    AND p.profiler_step = l.searched
+  WHERE
+    p.end_us <= l.start_us
   GROUP BY
     l.source,
     l.collective,
@@ -3782,7 +3793,8 @@ WITH late AS (
     l.*,
     LEAST(l.lateness_us, l.left_us - (
       x.last_end_us - x.finish_spread_us
-    )) AS carried_us
+    )) AS carried_us,
+    x.last_end_us AS prev_end_us
   FROM left_last AS l
   JOIN st_collective_step AS x
     ON x.source = l.source AND x.collective = l.prev_collective AND x.step = l.prev_step
@@ -3794,7 +3806,7 @@ SELECT
   c.collective,
   c.step,
   c.iteration,
-  c.s,
+  GREATEST(c.s, c.prev_end_us) AS s,
   c.s + c.carried_us AS e,
   c.carried_us
 FROM carried AS c
@@ -3803,7 +3815,8 @@ JOIN st_slow_step_blame AS b
 CROSS JOIN st_params AS p
 WHERE
   b.cause IN ('network', 'queueing')
-  AND c.carried_us >= GREATEST(p.min_excess_us, 0.5 * c.lateness_us);
+  AND c.carried_us >= GREATEST(p.min_excess_us, 0.5 * c.lateness_us)
+  AND c.s + c.carried_us > GREATEST(c.s, c.prev_end_us);
 
 /* Each culprit's evidence per training iteration: the union of its intervals (job time in */
 /* which every rank waited because of it), and the stalls carried over from its steps */
