@@ -188,7 +188,7 @@ def summarize(runs, utc):
         "What each piece is: the docstring of bench/ack_parts.py. Scaletrace's program runs first, so the pieces "
         "find the socket's own cache lines warm; each map's lines are its own. Raw runs in the .json beside this file.",
         "",
-        "| program | runs per iperf3 run (median) | ns per run (median) | interval | coverage | above the empty program |",
+        "| program | runs per iperf3 run (median) | ns per run (median) | interval | coverage | median above the empty program's |",
         "|---|---|---|---|---|---|",
     ]
     empty = median_interval([r["empty"]["ns_per_run"] for r in runs])[0]

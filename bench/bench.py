@@ -409,13 +409,15 @@ def run(args):
 
 
 def per_ack_parts(path=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "per-ack-parts.json")):
-    """Program -> median ns per run, from bench/ack_parts.py's last run (None without one)."""
+    """Program -> median ns per run, from bench/ack_parts.py's last run, and when it ran (None
+    without one)."""
     try:
-        runs = json.load(open(path))["runs"]
+        saved = json.load(open(path))
+        runs = saved["runs"]
     except (OSError, ValueError, KeyError):
-        return None
-    return {name: statistics.median(r[name]["ns_per_run"] for r in runs if r[name]["ns_per_run"])
-            for name in runs[0] if isinstance(runs[0][name], dict)}
+        return None, None
+    return ({name: statistics.median(r[name]["ns_per_run"] for r in runs if r[name]["ns_per_run"])
+             for name in runs[0] if isinstance(runs[0][name], dict)}, saved.get("utc"))
 
 
 def markdown(r):
@@ -517,23 +519,27 @@ def markdown(r):
     hooks = r.get("kernel_hooks")
     if hooks:
         lines += ["", "## A cheaper hook than sock_ops", ""]
-        parts = per_ack_parts()
+        parts, parts_utc = per_ack_parts()
         if parts:
             lines += [
-                f"The hook is not where the per-ACK time goes ([per-ack-parts.md](per-ack-parts.md), by "
-                f"`bench/ack_parts.py`: small programs beside scaletrace's, run for the same callbacks). An empty "
-                f"sock_ops program counts {parts['empty']:.0f} ns per run, an empty raw tracepoint on tcp:tcp_probe "
-                f"{parts['raw_tp tcp_probe (empty)']:.0f} ns (it fires for every segment received); most of either is "
-                "the accounting itself (the kernel reads the clock around each run when `kernel.bpf_stats_enabled` is "
-                f"on). Of scaletrace's {parts['scaletrace sock_ops']:.0f} ns, finding the flow's state is the largest "
-                f"single piece: a socket-cookie-keyed hash lookup costs {parts['cookie+hash'] - parts['empty']:.0f} ns "
-                f"above an empty program, socket-local storage (`bpf_sk_storage_get`) "
-                f"{parts['sk_storage'] - parts['empty']:.0f} ns; with three cache lines of per-flow state updated, "
-                f"{parts['cookie+hash 3l'] - parts['empty']:.0f} against {parts['sk_storage 3l'] - parts['empty']:.0f} ns. "
-                "[per-ack-breakdown.md](per-ack-breakdown.md) (`bench/ab.py`) cuts scaletrace's own program short at "
-                "each stage. A program that finds per-flow state at all, by the cheapest means this kernel has, counts "
-                f"{parts['sk_storage']:.0f} ns per run here: 100 ns per ACK as `bpf_stats` counts it is out of reach on "
-                "this machine, whichever hook carries it.", ""]
+                "Within what `kernel.bpf_stats_enabled` counts (a program's run and the clock reads around it, "
+                "not the kernel's work to call it), the hook is not where the per-ACK time goes "
+                f"([per-ack-parts.md](per-ack-parts.md), by `bench/ack_parts.py`: small programs beside "
+                f"scaletrace's, run for the same callbacks, measured on {parts_utc}). An empty sock_ops program "
+                f"counts {parts['empty']:.0f} ns per run, an empty raw tracepoint on tcp:tcp_probe "
+                f"{parts['raw_tp tcp_probe (empty)']:.0f} ns (it fires for every segment received): the floor of "
+                f"this measure. Of scaletrace's {parts['scaletrace sock_ops']:.0f} ns that day, finding the flow's "
+                "state is the largest single piece: a socket-cookie-keyed hash lookup costs "
+                f"{parts['cookie+hash'] - parts['empty']:.0f} ns above an empty program, socket-local storage "
+                f"(`bpf_sk_storage_get`) {parts['sk_storage'] - parts['empty']:.0f} ns; with three cache lines of "
+                f"per-flow state updated, {parts['cookie+hash 3l'] - parts['empty']:.0f} against "
+                f"{parts['sk_storage 3l'] - parts['empty']:.0f} ns (differences of medians; the pieces' order "
+                "moves each by ~10 ns). [per-ack-breakdown.md](per-ack-breakdown.md) (`bench/ab.py`) cuts "
+                "scaletrace's own program short at each stage. A sock_ops program that finds per-flow state at all, "
+                "by the cheapest lookup it has (socket-local storage; a raw tracepoint cannot call it and fentry is "
+                f"refused here), counts {parts['sk_storage']:.0f} ns per run: 100 ns per ACK as `bpf_stats` counts it "
+                "is out of reach on this machine for such a program. The sock_ops time above is the full bench's, "
+                "on its own date: the day's load moves it (compare figures within one page).", ""]
         lines += ["A BPF trampoline (fentry) on the TCP receive path costs ~6-7 ns per trigger in the kernel's own "
                   "benchmarks. `bench/kernel_hooks.py` loads the smallest fentry program (`return 0`) through the raw "
                   "bpf() syscall and attaches it:", "",
@@ -542,7 +548,7 @@ def markdown(r):
                   "On the VM lab's Debian 6.1 kernel (lockdown none) the same script loads and attaches it "
                   "(checked 2026-12-05), but TCG emulation makes timings there meaningless: fentry could not be "
                   "measured against sock_ops on either machine."]
-    parts = per_ack_parts()
+    parts, parts_utc = per_ack_parts()
     lines += ["", "## Targets", ""]
     tp_ratio, tp_lo, tp_hi, tp_cov = against_baseline(tp, "scaletrace", "runs_bps") or (float("nan"), None, None, None)
     cpu_ratio, cpu_lo, cpu_hi, cpu_cov = (against_baseline(tp, "scaletrace", "runs_kernel_cpu_s_per_gb")

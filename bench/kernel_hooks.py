@@ -128,12 +128,12 @@ def create_map(map_type, key_size, value_size, max_entries, flags, btf=None):
 
 def load_int_btf(value_size):
     """BTF for a socket-storage map: type 1 `int` (its key must be a 32-bit int) and type 3 an
-    array of `value_size` / 8 `long`s (its value)."""
-    strings = b"\0int\0long\0"
+    array of `value_size` / 8 `u64`s (its value)."""
+    strings = b"\0int\0u64\0"
     kind_int, kind_array = 1 << 24, 3 << 24
     types = struct.pack("<IIII", 1, kind_int, 4, (1 << 24) | 32)  # 1: int, signed, 32 bits
-    types += struct.pack("<IIII", 5, kind_int, 8, 64)  # 2: long, 64 bits
-    types += struct.pack("<IIIIII", 0, kind_array, 0, 2, 1, value_size // 8)  # 3: long[n]
+    types += struct.pack("<IIII", 5, kind_int, 8, 64)  # 2: u64, unsigned, 64 bits
+    types += struct.pack("<IIIIII", 0, kind_array, 0, 2, 1, value_size // 8)  # 3: u64[n]
     blob = struct.pack("<HBBIIIII", 0xEB9F, 1, 0, 24, 0, len(types), len(types), len(strings)) + types + strings
     buf = ctypes.create_string_buffer(blob, len(blob))
     log = ctypes.create_string_buffer(4096)
