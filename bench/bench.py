@@ -517,9 +517,9 @@ def markdown(r):
         for kind, d in decode.items():
             lines.append(f"| {kind} | {d['events_per_cpu_s']:,.0f} | {d['bytes_per_row']:.1f} |")
     hooks = r.get("kernel_hooks")
+    parts, parts_utc = per_ack_parts()  # the hook section's figures and the targets'
     if hooks:
         lines += ["", "## A cheaper hook than sock_ops", ""]
-        parts, parts_utc = per_ack_parts()
         if parts:
             lines += [
                 "Within what `kernel.bpf_stats_enabled` counts (a program's run and the clock reads around it, "
@@ -548,7 +548,6 @@ def markdown(r):
                   "On the VM lab's Debian 6.1 kernel (lockdown none) the same script loads and attaches it "
                   "(checked 2026-12-05), but TCG emulation makes timings there meaningless: fentry could not be "
                   "measured against sock_ops on either machine."]
-    parts, parts_utc = per_ack_parts()
     lines += ["", "## Targets", ""]
     tp_ratio, tp_lo, tp_hi, tp_cov = against_baseline(tp, "scaletrace", "runs_bps") or (float("nan"), None, None, None)
     cpu_ratio, cpu_lo, cpu_hi, cpu_cov = (against_baseline(tp, "scaletrace", "runs_kernel_cpu_s_per_gb")

@@ -41,12 +41,25 @@ def _bpf(cmd, attr):
 
 
 def _checked(cmd, attr, log=None):
-    """bpf(cmd, attr), raising OSError (with the verifier's last line, when `log` has one)."""
+    """bpf(cmd, attr), raising BpfError (with the verifier's last line, when `log` has one)."""
     fd, err = _bpf(cmd, attr)
     if fd < 0:
         last = log.value.decode(errors="replace").strip().splitlines()[-1:] if log is not None else []
-        raise OSError(err, os.strerror(err) + (f"; verifier: {last[0]}" if last else ""))
+        raise BpfError(err, last[0] if last else None)
     return fd
+
+
+class BpfError(OSError):
+    """A refused bpf() call: its errno, and the verifier's last line when it has one."""
+
+    def __init__(self, err, verifier=None):
+        super().__init__(err, os.strerror(err) + (f"; verifier: {verifier}" if verifier else ""))
+        self.verifier = verifier
+
+    def answer(self):
+        """`EPERM (Operation not permitted)`, and the verifier's line after it."""
+        return (f"{errno.errorcode.get(self.errno, self.errno)} ({os.strerror(self.errno)})"
+                + (f"; verifier: {self.verifier}" if self.verifier else ""))
 
 
 # Instruction encoders: `struct bpf_insn` is code, dst and src registers (4 bits each), a 16-bit
@@ -105,8 +118,9 @@ def count(code):
     return len(code) // 8
 
 
-def load_program(prog_type, code, name):
-    """Loads `code` (GPL) as a program of `prog_type`; returns its fd."""
+def load_program(prog_type, code, name, attach_type=0, attach_btf_id=0):
+    """Loads `code` (GPL) as a program of `prog_type` (a tracing one: for `attach_type` on the
+    kernel function of BTF id `attach_btf_id`); returns its fd."""
     insns = ctypes.create_string_buffer(code, len(code))
     license = ctypes.create_string_buffer(b"GPL")
     log = ctypes.create_string_buffer(1 << 16)
@@ -114,6 +128,8 @@ def load_program(prog_type, code, name):
     struct.pack_into("<IIQQIIQ", attr, 0, prog_type, count(code), ctypes.addressof(insns),
                      ctypes.addressof(license), 1, len(log), ctypes.addressof(log))
     struct.pack_into("16s", attr, 48, name.encode())  # prog_name
+    struct.pack_into("<I", attr, 68, attach_type)  # expected_attach_type
+    struct.pack_into("<I", attr, 108, attach_btf_id)
     return _checked(BPF_PROG_LOAD, attr, log)
 
 
@@ -154,11 +170,12 @@ def cgroup_detach(prog_fd, cgroup_fd, attach_type):
     _checked(BPF_PROG_DETACH, attr)
 
 
-def raw_tracepoint_open(prog_fd, name):
-    """Attaches a raw tracepoint program; the returned link fd holds it until closed."""
-    tp = ctypes.create_string_buffer(name.encode())
+def raw_tracepoint_open(prog_fd, name=None):
+    """Attaches a raw tracepoint program to tracepoint `name` (a tracing program, None: to the
+    function it was loaded for); the returned link fd holds it until closed."""
+    tp = ctypes.create_string_buffer(name.encode()) if name else None
     attr = ctypes.create_string_buffer(16)
-    struct.pack_into("<QI", attr, 0, ctypes.addressof(tp), prog_fd)
+    struct.pack_into("<QI", attr, 0, ctypes.addressof(tp) if tp else 0, prog_fd)
     return _checked(BPF_RAW_TRACEPOINT_OPEN, attr)
 
 
@@ -202,32 +219,15 @@ def probe_fentry():
     btf_id = btf_func_id(TARGET)
     if btf_id is None:
         return {**result, "loads": False, "answer": f"{TARGET} is not in the kernel's BTF"}
-    # r0 = 0; exit
-    insns = ctypes.create_string_buffer(exit_with(0))
-    license = ctypes.create_string_buffer(b"GPL")
-    log = ctypes.create_string_buffer(1 << 16)
-    attr = ctypes.create_string_buffer(144)
-    # union bpf_attr, BPF_PROG_LOAD: prog_type, insn_cnt, insns, license, log_level, log_size,
-    # log_buf ... expected_attach_type at 68, attach_btf_id at 108
-    struct.pack_into("<IIQQIIQ", attr, 0, BPF_PROG_TYPE_TRACING, 2, ctypes.addressof(insns),
-                     ctypes.addressof(license), 1, len(log), ctypes.addressof(log))
-    struct.pack_into("<I", attr, 68, BPF_TRACE_FENTRY)
-    struct.pack_into("<I", attr, 108, btf_id)
-    prog, err = _bpf(BPF_PROG_LOAD, attr)
-    if prog < 0:
-        verifier = log.value.decode(errors="replace").strip().splitlines()
-        return {**result, "loads": False,
-                "answer": f"load refused: {errno.errorcode.get(err, err)} ({os.strerror(err)})"
-                          + (f"; verifier: {verifier[-1]}" if verifier else "")}
     try:
-        link_attr = ctypes.create_string_buffer(16)
-        struct.pack_into("<QI", link_attr, 0, 0, prog)
-        link, err = _bpf(BPF_RAW_TRACEPOINT_OPEN, link_attr)
-        if link < 0:
-            return {**result, "loads": True, "attaches": False,
-                    "answer": f"loads, attach refused: {errno.errorcode.get(err, err)} ({os.strerror(err)})"}
-        os.close(link)
+        prog = load_program(BPF_PROG_TYPE_TRACING, exit_with(0), "", BPF_TRACE_FENTRY, btf_id)
+    except BpfError as e:
+        return {**result, "loads": False, "answer": f"load refused: {e.answer()}"}
+    try:
+        os.close(raw_tracepoint_open(prog))
         return {**result, "loads": True, "attaches": True, "answer": "loads and attaches"}
+    except BpfError as e:
+        return {**result, "loads": True, "attaches": False, "answer": f"loads, attach refused: {e.answer()}"}
     finally:
         os.close(prog)
 
