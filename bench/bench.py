@@ -420,6 +420,25 @@ def per_ack_parts(path=os.path.join(os.path.dirname(os.path.abspath(__file__)), 
              for name in runs[0] if isinstance(runs[0][name], dict)}, saved.get("utc"))
 
 
+def per_ack_storage(path=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "per-ack-storage.json")):
+    """bench/ab.py's A/B of the flow state's lookup (the cookie-keyed hash first, socket storage
+    second): each one's median ns per run, the second's ns per MB over the first's (median,
+    interval, coverage) and when it ran; None without one."""
+    try:
+        saved = json.load(open(path))
+        hashed, stored = saved["args"]["binaries"][:2]
+        base, runs = saved["runs"][hashed], saved["runs"][stored]
+    except (OSError, ValueError, KeyError):
+        return None
+    return {
+        "hash_ns": statistics.median(r["ns_per_run"] for r in base),
+        "storage_ns": statistics.median(r["ns_per_run"] for r in runs),
+        "per_mb": median_interval([r["ns_per_mb"] / b["ns_per_mb"] for r, b in zip(runs, base)]),
+        "reps": len(runs),
+        "utc": saved.get("utc"),
+    }
+
+
 def markdown(r):
     tp = r["throughput"]
     lines = [
@@ -540,6 +559,17 @@ def markdown(r):
                 f"refused here), counts {parts['sk_storage']:.0f} ns per run: 100 ns per ACK as `bpf_stats` counts it "
                 "is out of reach on this machine for such a program. The sock_ops time above is the full bench's, "
                 "on its own date: the day's load moves it (compare figures within one page).", ""]
+        storage = per_ack_storage()
+        if storage:
+            ratio, lo, hi, cov = storage["per_mb"]
+            lines += [
+                "scaletrace keeps each flow's state in its socket's storage since then (the socket-cookie call "
+                "and the hash lookup are gone from every callback; open flows are read by a TCP socket iterator "
+                "in each network namespace). Against the cookie-keyed hash, same workload, alternated "
+                f"([per-ack-storage.md](per-ack-storage.md), {storage['reps']} repetitions, {storage['utc']} UTC): "
+                f"{storage['hash_ns']:.0f} → {storage['storage_ns']:.0f} ns per run (medians), eBPF time per MB "
+                f"{ratio:.3f} of the hash's"
+                + (f" (interval {lo:.3f}..{hi:.3f}, {cov:.1%})." if lo is not None else "."), ""]
         lines += ["A BPF trampoline (fentry) on the TCP receive path costs ~6-7 ns per trigger in the kernel's own "
                   "benchmarks. `bench/kernel_hooks.py` loads the smallest fentry program (`return 0`) through the raw "
                   "bpf() syscall and attaches it:", "",

@@ -293,8 +293,8 @@ pub struct FlowWindowEvent {
     pub closed: WindowCounters,
 }
 
-/// Per-flow aggregate kept in the kernel `FLOWS` map (keyed by socket cookie), so that every RTT
-/// update and retransmit is counted without crossing the ring buffer.
+/// Per-flow aggregate kept in the socket's own storage (`FLOW_STATE`), so that every RTT update
+/// and retransmit is counted without crossing the ring buffer.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FlowStats {

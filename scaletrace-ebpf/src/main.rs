@@ -3,14 +3,17 @@
 //! path); `emit` and `filter` hold what they share.
 //!
 //! * `scaletrace_sockops` (sock_ops, attached to a cgroup v2): the flow table. It applies the
-//!   filters once per connection, keeps per-flow aggregates in `FLOWS` (so per-packet work never
-//!   crosses the ring buffer), sends sampled RTT snapshots, and a flow-end record at close.
+//!   filters once per connection, keeps per-flow aggregates in the socket's storage (so
+//!   per-packet work never crosses the ring buffer), sends sampled RTT snapshots, and a flow-end
+//!   record at close.
 //! * `tcp_retransmit_skb` / `tcp_retransmit_synack` tracepoints: one event per retransmit,
 //!   under a per-CPU token bucket.
 //! * `inet_sock_set_state` tracepoint: state transitions of tracked flows with the current task,
 //!   which attributes the flow to the process that closes it.
 //! * `adopt_open_connections` (iter/tcp): run once per network namespace at the start, turns on
 //!   the per-socket callbacks of connections opened before it, so sock_ops adopts them.
+//! * `dump_open_flows` (iter/tcp): run in each network namespace when userspace reads the flows
+//!   still open (a snapshot, the stop), writes their aggregates from the sockets' storage.
 //!
 //! Tracepoint field offsets come from userspace (`CONFIG`), read from tracefs at load time,
 //! because they change between kernel versions and Rust eBPF has no CO-RE.

@@ -37,7 +37,7 @@ fn load_object(
         .override_global("CONFIG", config, true)
         .override_global("AYA_LOG_LEVEL", &ebpf_log_level, false)
         .map_max_entries("EVENTS", ring_bytes)
-        .map_max_entries("FLOWS", max_flows)
+        .map_max_entries("UNSENT_ENDS", max_flows)
         .map_max_entries("TRACKED", max_flows)
         .map_max_entries("QP_TRAFFIC", max_qps)
         .load(EBPF_OBJECT)

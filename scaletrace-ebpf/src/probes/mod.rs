@@ -4,6 +4,7 @@ mod bench_source;
 mod calls;
 mod nccl;
 mod tcp_adopt;
+mod tcp_flow_dump;
 mod tcp_sockops;
 mod tcp_tracepoints;
 mod verbs_control;

@@ -23,15 +23,15 @@ pub(crate) static ITER_MARKED: LruHashMap<u64, u32> = LruHashMap::with_max_entri
 /// `struct bpf_iter__tcp`, the context of an iter/tcp program (aya-ebpf has no binding).
 #[repr(C)]
 pub struct TcpIterContext {
-    meta: *mut IterMeta,
-    sk_common: *mut core::ffi::c_void,
+    pub(crate) meta: *mut IterMeta,
+    pub(crate) sk_common: *mut core::ffi::c_void,
     uid: u32,
 }
 
-/// `struct bpf_iter_meta`
+/// `struct bpf_iter_meta`, the first member of every iterator's context.
 #[repr(C)]
-struct IterMeta {
-    seq: *mut aya_ebpf::bindings::seq_file,
+pub(crate) struct IterMeta {
+    pub(crate) seq: *mut aya_ebpf::bindings::seq_file,
     session_id: u64,
     seq_num: u64,
 }

@@ -1,18 +1,21 @@
 //! sock_ops, attached to a cgroup v2: the flow table. It applies the filters once per
-//! connection, keeps per-flow aggregates in `FLOWS` (so per-packet work never crosses the ring
-//! buffer), sends sampled RTT snapshots, and a flow-end record at close.
+//! connection, keeps per-flow aggregates in the socket's own storage (`FLOW_STATE`, so
+//! per-packet work never crosses the ring buffer), sends sampled RTT snapshots, and a flow-end
+//! record at close.
 use aya_ebpf::{
     bindings::{
-        BPF_F_NO_PREALLOC, BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB, BPF_SOCK_OPS_HDR_OPT_LEN_CB,
-        BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB, BPF_SOCK_OPS_RETRANS_CB, BPF_SOCK_OPS_RETRANS_CB_FLAG,
-        BPF_SOCK_OPS_RTO_CB, BPF_SOCK_OPS_RTO_CB_FLAG, BPF_SOCK_OPS_RTT_CB,
-        BPF_SOCK_OPS_RTT_CB_FLAG, BPF_SOCK_OPS_STATE_CB, BPF_SOCK_OPS_STATE_CB_FLAG,
-        BPF_SOCK_OPS_TCP_CONNECT_CB,
+        BPF_F_NO_PREALLOC, BPF_SK_STORAGE_GET_F_CREATE, BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB,
+        BPF_SOCK_OPS_HDR_OPT_LEN_CB, BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB, BPF_SOCK_OPS_RETRANS_CB,
+        BPF_SOCK_OPS_RETRANS_CB_FLAG, BPF_SOCK_OPS_RTO_CB, BPF_SOCK_OPS_RTO_CB_FLAG,
+        BPF_SOCK_OPS_RTT_CB, BPF_SOCK_OPS_RTT_CB_FLAG, BPF_SOCK_OPS_STATE_CB,
+        BPF_SOCK_OPS_STATE_CB_FLAG, BPF_SOCK_OPS_TCP_CONNECT_CB,
     },
+    btf_maps::SkStorage,
     helpers::{
         bpf_get_netns_cookie, bpf_get_socket_cookie, bpf_probe_read_kernel, bpf_skc_to_tcp_sock,
+        generated::{bpf_sk_storage_delete, bpf_sk_storage_get},
     },
-    macros::{map, sock_ops},
+    macros::{btf_map, map, sock_ops},
     maps::HashMap,
     programs::SockOpsContext,
     EbpfContext,
@@ -28,24 +31,26 @@ use crate::{
 
 const TCP_CLOSE: u32 = 7;
 
-/// Socket cookie -> per-flow aggregate. Not preallocated: an entry (with its open window, 632
-/// bytes, 1 KiB with the allocator's rounding) takes kernel memory only while its connection is open, not `--max-flows` of
-/// them from the start; only sock_ops uses this map, so every kernel allows it.
+/// Each tracked socket's flow aggregate (with its open window, 632 bytes), in the socket's own
+/// storage: found at every ACK from the callback's socket in one helper call (a cookie-keyed
+/// hash cost a cookie call and a hash lookup there: ~110 ns against ~57, docs/per-ack-parts.md),
+/// it takes kernel memory only while its socket lives and goes with it. Userspace reads the
+/// open flows through `dump_open_flows` (a TCP socket iterator): socket storage has no key it
+/// could look up.
+#[btf_map]
+pub(crate) static FLOW_STATE: SkStorage<FlowStats> = SkStorage::new();
+
+/// Flows that closed while the ring buffer was full, by socket cookie: their storage goes with
+/// the socket, so the aggregate is kept here until userspace sweeps it (no flow is lost).
 #[map]
-static FLOWS: HashMap<u64, FlowStats> = HashMap::with_max_entries(MAX_FLOWS, BPF_F_NO_PREALLOC);
+static UNSENT_ENDS: HashMap<u64, FlowStats> =
+    HashMap::with_max_entries(MAX_FLOWS, BPF_F_NO_PREALLOC);
 
 /// Tuple of a tracked flow -> socket cookie; lets the tracepoints (which see no cookie and no
-/// namespace) apply exactly the filters sock_ops applied.
+/// namespace) apply exactly the filters sock_ops applied. Its size is the flow table's limit
+/// (`--max-flows`): a flow is tracked only when it has an entry here.
 #[map]
 pub(crate) static TRACKED: HashMap<FlowTuple, u64> = HashMap::with_max_entries(MAX_FLOWS, 0);
-
-/// An all-zero flow aggregate: a new flow's entry is inserted from it and filled in place, and
-/// an untracked flow's end is filled in its ring buffer slot. No FlowStats is built anywhere
-/// else: one does not fit the 512-byte stack next to the rest, and a per-CPU scratch slot can
-/// be overwritten halfway by a nested run (a softirq's sock_ops on this CPU interrupting a
-/// connect() or close() callback that runs in process context).
-// SAFETY: FlowStats is plain integers: all-zero bytes are a valid value.
-static EMPTY_FLOW: FlowStats = unsafe { core::mem::zeroed() };
 
 #[sock_ops]
 pub fn scaletrace_sockops(ctx: SockOpsContext) -> u32 {
@@ -133,14 +138,55 @@ fn sock_ops(ctx: &SockOpsContext) -> &aya_ebpf::bindings::bpf_sock_ops {
     unsafe { &*ctx.ops }
 }
 
-/// The flow's aggregate in the flow table, to update in place.
+/// The callback's socket, when it is a full one (not a request or time-wait socket).
 #[inline(always)]
-fn flow_mut(cookie: u64) -> Option<&'static mut FlowStats> {
-    let flow = FLOWS.get_ptr_mut(cookie)?;
-    // SAFETY: the element is this socket's: a socket's callbacks run one at a time (under its
-    // lock) and only its close removes the entry (or userspace, after the close), so no other
-    // run writes or reuses this element meanwhile; userspace only reads it.
-    Some(unsafe { &mut *flow })
+fn callback_socket(
+    ops: *const aya_ebpf::bindings::bpf_sock_ops,
+) -> *mut aya_ebpf::bindings::bpf_sock {
+    // SAFETY: a ctx field load, unconditional and straight from the ctx pointer (see
+    // `sockops_tuple`); the verifier types it as a socket pointer or null.
+    unsafe { core::ptr::read_volatile(&(*ops).__bindgen_anon_2.sk) }
+}
+
+/// The flow's aggregate in the socket's storage, to update in place; created (all zero) when
+/// `create` and there is none.
+#[inline(always)]
+fn flow_mut(ctx: &SockOpsContext, create: bool) -> Option<&'static mut FlowStats> {
+    let sk = callback_socket(ctx.ops);
+    if sk.is_null() {
+        return None;
+    }
+    let flags = if create {
+        BPF_SK_STORAGE_GET_F_CREATE as u64
+    } else {
+        0
+    };
+    // SAFETY: the map is FLOW_STATE (its address is what the loader relocates to the map) and
+    // `sk` a non-null socket from the context; a null initial value creates a zeroed one.
+    let flow = unsafe {
+        bpf_sk_storage_get(
+            core::ptr::addr_of!(FLOW_STATE).cast_mut().cast(),
+            sk.cast(),
+            core::ptr::null_mut(),
+            flags,
+        )
+    } as *mut FlowStats;
+    // SAFETY: the storage is this socket's: a socket's callbacks run one at a time (under its
+    // lock) and the storage lives as long as the socket, so no other run writes or reuses it
+    // meanwhile; userspace only reads it (through the iterator).
+    unsafe { flow.as_mut() }
+}
+
+/// Frees the socket's flow aggregate (its row is sent or kept in `UNSENT_ENDS`).
+#[inline(always)]
+fn forget_flow(ctx: &SockOpsContext) {
+    let sk = callback_socket(ctx.ops);
+    if !sk.is_null() {
+        // SAFETY: as in `flow_mut`.
+        unsafe {
+            bpf_sk_storage_delete(core::ptr::addr_of!(FLOW_STATE).cast_mut().cast(), sk.cast())
+        };
+    }
 }
 
 #[inline(always)]
@@ -154,9 +200,7 @@ fn handle_sockops(ctx: &SockOpsContext) -> Result<(), i64> {
         BPF_SOCK_OPS_TCP_CONNECT_CB => start_flow(ctx, DIRECTION_ACTIVE, Look::First),
         BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB => {
             // Connect happened before we attached, or the flow was not created: try now.
-            let cookie = socket_cookie(ctx);
-            // SAFETY: only whether the entry exists is read, not the entry.
-            if unsafe { FLOWS.get(cookie) }.is_none() {
+            if flow_mut(ctx, false).is_none() {
                 // A flow filtered at connect() comes here too: count it only once.
                 start_flow(ctx, DIRECTION_ACTIVE, Look::Again)?;
             }
@@ -199,11 +243,14 @@ enum Look {
 /// use: the kernel's fast path for in-order data skips their callback).
 #[inline(always)]
 fn on_next_segment(ctx: &SockOpsContext) -> Result<(), i64> {
+    if callback_socket(ctx.ops).is_null() {
+        // a request socket's SYN-ACK: not a connection to adopt (yet)
+        return Ok(());
+    }
     let cookie = socket_cookie(ctx);
     // SAFETY: only whether the entry exists is read, not the entry.
     let marked = unsafe { ITER_MARKED.get(&cookie) }.is_some();
-    // SAFETY: only whether the entry exists is read, not the entry.
-    if unsafe { FLOWS.get(cookie) }.is_some() {
+    if flow_mut(ctx, false).is_some() {
         forget_iter_mark(ctx, cookie, OUR_CB_FLAGS);
         return Ok(());
     }
@@ -290,9 +337,19 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
         }
     };
     let cookie = socket_cookie(ctx);
-    // Inserted empty, then filled in place: until then userspace sees an entry whose cookie is
-    // not its key, and skips it (`KernelTables::flows`).
-    if FLOWS.insert(cookie, &EMPTY_FLOW, 0).is_err() {
+    // The flow table's limit is TRACKED's size; the socket's storage is created after it, so
+    // a flow is tracked exactly when it has both. Created zeroed, then filled in place: until
+    // then userspace sees an aggregate without a cookie, and skips it (`open_flows`).
+    let stats = if TRACKED.insert(&tuple, &cookie, 0).is_ok() {
+        let stats = flow_mut(ctx, true);
+        if stats.is_none() {
+            let _ = TRACKED.remove(&tuple);
+        }
+        stats
+    } else {
+        None
+    };
+    let Some(stats) = stats else {
         // An active open comes here at connect() and again once established (where it is
         // retried): count it at the second look only, so each connection counts once. The
         // loader warns once and names the flag that raises the limit; a warning per connection
@@ -311,9 +368,6 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
             forget_iter_mark(ctx, cookie, OUR_CB_FLAGS);
         }
         return Ok(());
-    }
-    let Some(stats) = flow_mut(cookie) else {
-        return Ok(());
     };
     init_flow(stats, tuple, cookie, netns_cookie);
     stats.cgroup_id = socket_cgroup_id(ctx.ops);
@@ -327,7 +381,6 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
         tuple.local_port,
         tuple.remote_port
     );
-    let _ = TRACKED.insert(tuple, cookie, 0);
     if look == Look::Adopt {
         forget_iter_mark(ctx, cookie, OUR_CB_FLAGS);
     }
@@ -435,8 +488,7 @@ fn kernel_u64(base: *const u8, offset: u16) -> u64 {
 
 #[inline(always)]
 fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
-    let cookie = socket_cookie(ctx);
-    let Some(flow) = flow_mut(cookie) else {
+    let Some(flow) = flow_mut(ctx, false) else {
         // Only sockets whose callbacks a scaletrace program enabled get here: one from an
         // earlier run (the flags outlive it). Tracked from its next ACK on.
         return start_flow(ctx, 0, Look::Adopt);
@@ -460,6 +512,7 @@ fn on_rtt(ctx: &SockOpsContext) -> Result<(), i64> {
         flow.srtt_max_us = srtt_us;
     }
 
+    let cookie = flow.cookie;
     let now = now_ns();
     // (before the stall and recovery ends below: those count in the window where they end)
     if roll_flow_window(flow, ops, cookie, now, 0) {
@@ -614,9 +667,8 @@ fn emit_flow_window(w: &FlowWindow, closed: &WindowCounters, cookie: u64, now: u
 
 #[inline(always)]
 fn on_retransmit(ctx: &SockOpsContext) -> Result<(), i64> {
-    let cookie = socket_cookie(ctx);
-    if let Some(flow) = flow_mut(cookie) {
-        let now = now_ns();
+    if let Some(flow) = flow_mut(ctx, false) {
+        let (cookie, now) = (flow.cookie, now_ns());
         // The kernel adds the segments to total_retrans before this callback (when the send
         // succeeded, arg 3 = 0): leave them out of a window this retransmit closes, for the one
         // it opens.
@@ -633,9 +685,8 @@ fn on_retransmit(ctx: &SockOpsContext) -> Result<(), i64> {
 
 #[inline(always)]
 fn on_rto(ctx: &SockOpsContext) -> Result<(), i64> {
-    let cookie = socket_cookie(ctx);
-    if let Some(flow) = flow_mut(cookie) {
-        let now = now_ns();
+    if let Some(flow) = flow_mut(ctx, false) {
+        let (cookie, now) = (flow.cookie, now_ns());
         roll_flow_window(flow, sock_ops(ctx), cookie, now, 0);
         flow.rto_count += 1;
         // a timeout that repeats (backoff) continues the same stall
@@ -697,21 +748,20 @@ fn emit_flow_end(flow: &FlowStats, now: u64) -> bool {
 
 #[inline(always)]
 fn end_flow(ctx: &SockOpsContext) -> Result<(), i64> {
-    let cookie = socket_cookie(ctx);
-    let Some(flow) = flow_mut(cookie) else {
-        return end_untracked_flow(ctx, cookie);
+    let Some(flow) = flow_mut(ctx, false) else {
+        return end_untracked_flow(ctx, socket_cookie(ctx));
     };
     let ops = sock_ops(ctx);
     refresh_counters(ops, flow);
     refresh_reordering(ctx.ops, flow);
     let now = now_ns();
     flow.end_ns = now;
-    let _ = TRACKED.remove(flow.tuple);
-    if emit_flow_end(flow, now) {
-        let _ = FLOWS.remove(cookie);
-    } else {
-        // Keep it: userspace sweeps closed flows from the map, so no flow is lost.
+    let _ = TRACKED.remove(&flow.tuple);
+    if !emit_flow_end(flow, now) {
+        // Kept until userspace sweeps it: the socket's storage goes with the socket.
         flow.closed_unsent = 1;
+        let _ = UNSENT_ENDS.insert(flow.cookie, &*flow, 0);
     }
+    forget_flow(ctx);
     Ok(())
 }

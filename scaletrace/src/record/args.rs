@@ -86,8 +86,8 @@ pub struct RecordArgs {
 
     /// Most TCP connections tracked at once. Kernel memory: an index allocated up front, about
     /// 110 bytes each (7 MB at the default), and for each connection open, its aggregate and
-    /// open window (`flow_windows`): about 700 bytes each, 1 KiB with the kernel allocator's
-    /// rounding. Beyond it new connections are not tracked; how many is counted in `capture`, the status files and
+    /// open window (`flow_windows`) in the socket's own storage: about 700 bytes each, 1 KiB
+    /// with the kernel allocator's rounding. Beyond it new connections are not tracked; how many is counted in `capture`, the status files and
     /// the summary, with a warning the first time.
     #[arg(long, default_value_t = scaletrace_common::MAX_FLOWS, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1024..=4_194_304))]
@@ -281,8 +281,10 @@ mod tests {
 
     /// The kernel memory `--help` states per flow and per QP is what their map entries take, to
     /// the nearest 10 bytes: key, value, and the 64 bytes of the kernel's element header and
-    /// bucket (bpftool's memlock of FLOWS on 6.18: 18,351,520 B for 65,536 entries of 8 + 208 B,
-    /// 280 B each). It said 192 for a flow, which has an entry in FLOWS and in TRACKED.
+    /// bucket (bpftool's memlock of a cookie-keyed flow hash on 6.18: 18,351,520 B for 65,536
+    /// entries of 8 + 208 B, 280 B each). It said 192 for a flow, which has an entry in TRACKED
+    /// and its aggregate. The aggregate is in socket storage now: its element is 64 bytes of
+    /// header (the data is cache-line aligned), 8 of map pointer and the value, the same 704.
     #[test]
     fn help_states_the_kernel_tables_entry_sizes() {
         use clap::CommandFactory;

@@ -6,6 +6,8 @@ use anyhow::{Context as _, Result};
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray};
 use scaletrace_common::*;
 
+use crate::sources::tcp::open_flows::OpenFlows;
+
 /// The kernel tables as the sinks see them.
 pub trait KernelTables {
     /// The flows that closed while the ring buffer was full (the kernel kept them, marked),
@@ -13,7 +15,7 @@ pub trait KernelTables {
     fn closed_unsent_flows(&self) -> Vec<(u64, FlowStats)>;
     /// How many flows the table holds.
     fn flow_count(&self) -> usize;
-    /// Removes a flow whose final row is written.
+    /// Removes a closed flow whose final row is written.
     fn remove_flow(&mut self, cookie: u64);
     /// Every flow in the table, the open ones with their counters read from the kernel now:
     /// sock_ops copies a flow's counters into its aggregate only at an RTT sample and at close
@@ -27,8 +29,13 @@ pub trait KernelTables {
 
 /// The kernel maps userspace reads during and after the run (the programs may be gone).
 pub struct KernelMaps {
-    /// Socket cookie -> per-flow aggregate.
-    pub flows: BpfHashMap<MapData, u64, FlowStats>,
+    /// The open flows' aggregates (in their sockets' storage); None when sock_ops was not
+    /// attached.
+    pub open_flows: Option<OpenFlows>,
+    /// Socket cookie -> aggregate of a flow that closed while the ring buffer was full.
+    pub unsent_ends: BpfHashMap<MapData, u64, FlowStats>,
+    /// Tuple -> socket cookie of each tracked open flow.
+    pub tracked: BpfHashMap<MapData, FlowTuple, u64>,
     /// (tgid, QPN) -> RDMA data-path aggregate.
     pub qp_traffic: BpfHashMap<MapData, QpKey, QpTraffic>,
     /// Per-CPU event counters (`STAT_*`).
@@ -107,16 +114,13 @@ const fn walk_cap(max_entries: u32) -> usize {
 }
 
 impl KernelMaps {
-    /// Every complete flow entry, once each. A new flow's entry is inserted empty and filled
-    /// in place: one read in between has no cookie yet and is skipped (it is read whole at the
-    /// next look).
-    fn complete_flows(&self, keep: impl Fn(&FlowStats) -> bool) -> Vec<(u64, FlowStats)> {
+    /// The closed flows kept for userspace, once each. (Their entries are inserted whole.)
+    fn unsent_flows(&self) -> Vec<(u64, FlowStats)> {
         once_per_key(
-            self.flows
+            self.unsent_ends
                 .iter()
                 .take(walk_cap(MAX_FLOWS))
-                .filter_map(|r| r.ok())
-                .filter(|(cookie, s)| s.cookie == *cookie && keep(s)),
+                .filter_map(|r| r.ok()),
         )
     }
 }
@@ -138,31 +142,36 @@ fn at_least_the_open_window(flow: &mut FlowStats) {
 
 impl KernelTables for KernelMaps {
     fn closed_unsent_flows(&self) -> Vec<(u64, FlowStats)> {
-        self.complete_flows(|s| s.closed_unsent != 0)
+        self.unsent_flows()
     }
 
     fn flow_count(&self) -> usize {
-        once_per_key(
-            self.flows
+        let tracked = once_per_key(
+            self.tracked
                 .keys()
                 .take(walk_cap(MAX_FLOWS))
                 .filter_map(|r| r.ok())
                 .map(|k| (k, ())),
-        )
-        .len()
+        );
+        tracked.len() + self.unsent_flows().len()
     }
 
     fn remove_flow(&mut self, cookie: u64) {
-        let _ = self.flows.remove(&cookie);
+        let _ = self.unsent_ends.remove(&cookie);
     }
 
     fn flows_now(&self) -> Vec<FlowStats> {
-        let mut flows: Vec<FlowStats> = self
-            .complete_flows(|_| true)
-            .into_iter()
-            .map(|(_, s)| s)
-            .collect();
         let namespaces = crate::sources::tcp::adopt::namespaces(None);
+        let open = match &self.open_flows {
+            Some(reader) => reader.read(&namespaces),
+            None => Vec::new(),
+        };
+        // (a namespace reached by two paths, or a walk that met a socket twice)
+        let mut flows: Vec<FlowStats> = once_per_key(open.into_iter().map(|f| (f.cookie, f)))
+            .into_iter()
+            .map(|(_, f)| f)
+            .collect();
+        flows.extend(self.unsent_flows().into_iter().map(|(_, s)| s));
         if let Err(e) =
             crate::sources::tcp::final_counters::refresh_open_flows(&mut flows, &namespaces)
         {

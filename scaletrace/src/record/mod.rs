@@ -31,7 +31,7 @@ use crate::{
     layout::Layout,
     node::NodeIdentity,
     probe,
-    sources::{nccl, uprobes, verbs},
+    sources::{nccl, tcp::open_flows::OpenFlows, uprobes, verbs},
     tracefs,
 };
 
@@ -222,7 +222,9 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
     };
     let ring = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
     let mut maps = KernelMaps {
-        flows: take_map(&mut ebpf, "FLOWS")?.try_into()?,
+        open_flows: OpenFlows::take(&ebpf)?,
+        unsent_ends: take_map(&mut ebpf, "UNSENT_ENDS")?.try_into()?,
+        tracked: take_map(&mut ebpf, "TRACKED")?.try_into()?,
         qp_traffic: take_map(&mut ebpf, "QP_TRAFFIC")?.try_into()?,
         stats: take_map(&mut ebpf, "STATS")?.try_into()?,
     };

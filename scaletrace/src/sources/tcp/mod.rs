@@ -6,5 +6,6 @@ pub mod assemble;
 pub mod attach;
 pub mod final_counters;
 pub mod netns_names;
+pub mod open_flows;
 pub mod rtt_histogram;
 pub mod tables;
