@@ -1351,10 +1351,9 @@ LEFT JOIN st_culprit_queued_samples n ON n.kind = 'persistent' AND n.culprit = q
 -- end: up to there the slow step's own interval holds it, and the same wait counts once.
 CREATE OR REPLACE VIEW st_carried_stall AS
 WITH late AS (
-    SELECT b.source, b.collective, b.step, b.iteration, b.host, b.rank, b.s, b.lateness_us, r.start_us
+    -- (a straggler's interval ends where it arrived)
+    SELECT b.source, b.collective, b.step, b.iteration, b.host, b.rank, b.s, b.lateness_us, b.e AS start_us
     FROM st_slow_step_blame b
-    JOIN st_collective_rank_step r ON r.source = b.source AND r.collective = b.collective AND r.step = b.step
-                                  AND r.host = b.host AND r.rank = b.rank
     JOIN st_rank_iteration_own o ON o.host = b.host AND o.rank = b.rank AND o.iteration = b.iteration
     WHERE b.cause = 'straggler' AND NOT st_own_work_explains(o.extra_own_us, b.lateness_us)),
 left_last AS (

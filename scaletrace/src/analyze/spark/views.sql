@@ -3722,6 +3722,7 @@ LEFT JOIN st_culprit_queued_samples AS n
 /* end: up to there the slow step's own interval holds it, and the same wait counts once. */
 CREATE OR REPLACE TEMPORARY VIEW st_carried_stall AS
 WITH late AS (
+  /* (a straggler's interval ends where it arrived) */
   SELECT
     b.source,
     b.collective,
@@ -3731,14 +3732,8 @@ WITH late AS (
     b.rank,
     b.s,
     b.lateness_us,
-    r.start_us
+    b.e AS start_us
   FROM st_slow_step_blame AS b
-  JOIN st_collective_rank_step AS r
-    ON r.source = b.source
-    AND r.collective = b.collective
-    AND r.step = b.step
-    AND r.host = b.host
-    AND r.rank = b.rank
   JOIN st_rank_iteration_own AS o
     ON o.host = b.host AND o.rank = b.rank AND o.iteration = b.iteration
   WHERE
