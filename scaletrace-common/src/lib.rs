@@ -27,8 +27,8 @@ pub const STAT_RING_FULL: u32 = EVENT_KINDS;
 pub const STAT_RATE_LIMITED: u32 = 2 * EVENT_KINDS;
 /// Flows that did not pass the filters (counted once per connection).
 pub const STAT_FILTERED_FLOWS: u32 = 3 * EVENT_KINDS;
-/// Connections that could not be tracked because the flow map was full (counted once each, when
-/// established).
+/// Connections that could not be tracked because the flow table was full (`TRACKED`, sized by
+/// `--max-flows`; counted once each, when established).
 pub const STAT_FLOW_MAP_FULL: u32 = 3 * EVENT_KINDS + 1;
 /// QPs given an entry in the per-QP data-path table (`QP_TRAFFIC`, an LRU map): those no longer
 /// in it at the end were evicted with their traffic.
@@ -36,7 +36,13 @@ pub const STAT_QP_TRACKED: u32 = 3 * EVENT_KINDS + 2;
 /// tcp_retransmit_skb hits for attempts the kernel did not send (`err` != 0: the original
 /// still in the host's queue, no memory): not retransmits on the wire, so not recorded.
 pub const STAT_RETRANSMITS_NOT_SENT: u32 = 3 * EVENT_KINDS + 3;
-pub const STAT_SLOTS: u32 = 3 * EVENT_KINDS + 4;
+/// Connections that could not be tracked because the kernel had no memory for their state in
+/// the socket's storage (counted once each, as `STAT_FLOW_MAP_FULL`).
+pub const STAT_FLOW_NO_MEMORY: u32 = 3 * EVENT_KINDS + 4;
+/// Flows that closed while the ring buffer was full and could not be kept for userspace's
+/// sweep either (`UNSENT_ENDS` full or out of memory): lost.
+pub const STAT_FLOW_ENDS_LOST: u32 = 3 * EVENT_KINDS + 5;
+pub const STAT_SLOTS: u32 = 3 * EVENT_KINDS + 6;
 
 /// Default capacity of the per-QP data-path table (`record --max-qps` sets it at load time).
 pub const MAX_QPS: u32 = 16_384;

@@ -12,6 +12,7 @@ use crate::sources::tcp::attach::{
     adopt_open_connections, attach_sockops, forget_tcp_sock_offsets, kernel_struct_offsets,
     reads_tcp_sock, tracepoint_offsets, TRACEPOINTS,
 };
+use crate::sources::tcp::open_flows;
 
 /// The eBPF object built by build.rs.
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/scaletrace"));
@@ -85,6 +86,19 @@ pub fn load_and_attach(
                 .attached
                 .push(format!("sock_ops:{}", cgroup.display()));
             adopt_open_connections(&mut ebpf, netns, &mut hooks);
+            match open_flows::load(&mut ebpf) {
+                Ok(()) => hooks.attached.push("iter:open-flows".into()),
+                Err(e) => {
+                    log::warn!(
+                        "flows still open at a rotation or the stop cannot be read ({}): they \
+                         will have no row; flows that end during the run are recorded",
+                        short_error(&e)
+                    );
+                    hooks
+                        .missing
+                        .push(("iter:open-flows".into(), short_error(&e)));
+                }
+            }
         }
         Err(e) => hooks.missing.push(("sock_ops".into(), short_error(&e))),
     }

@@ -4,11 +4,12 @@
 //! record at close.
 use aya_ebpf::{
     bindings::{
-        BPF_F_NO_PREALLOC, BPF_SK_STORAGE_GET_F_CREATE, BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB,
-        BPF_SOCK_OPS_HDR_OPT_LEN_CB, BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB, BPF_SOCK_OPS_RETRANS_CB,
-        BPF_SOCK_OPS_RETRANS_CB_FLAG, BPF_SOCK_OPS_RTO_CB, BPF_SOCK_OPS_RTO_CB_FLAG,
-        BPF_SOCK_OPS_RTT_CB, BPF_SOCK_OPS_RTT_CB_FLAG, BPF_SOCK_OPS_STATE_CB,
-        BPF_SOCK_OPS_STATE_CB_FLAG, BPF_SOCK_OPS_TCP_CONNECT_CB,
+        BPF_F_NO_PREALLOC, BPF_NOEXIST, BPF_SK_STORAGE_GET_F_CREATE,
+        BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB, BPF_SOCK_OPS_HDR_OPT_LEN_CB,
+        BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB, BPF_SOCK_OPS_RETRANS_CB, BPF_SOCK_OPS_RETRANS_CB_FLAG,
+        BPF_SOCK_OPS_RTO_CB, BPF_SOCK_OPS_RTO_CB_FLAG, BPF_SOCK_OPS_RTT_CB,
+        BPF_SOCK_OPS_RTT_CB_FLAG, BPF_SOCK_OPS_STATE_CB, BPF_SOCK_OPS_STATE_CB_FLAG,
+        BPF_SOCK_OPS_TCP_CONNECT_CB,
     },
     btf_maps::SkStorage,
     helpers::{
@@ -30,6 +31,8 @@ use crate::{
 };
 
 const TCP_CLOSE: u32 = 7;
+/// A map insert's answer when the key is there already (BPF_NOEXIST).
+const EEXIST: i32 = 17;
 
 /// Each tracked socket's flow aggregate (with its open window, 632 bytes), in the socket's own
 /// storage: found at every ACK from the callback's socket in one helper call (a cookie-keyed
@@ -116,7 +119,7 @@ fn remote_port(raw: u32) -> u16 {
     }
 }
 
-/// The socket's cookie: the flow table's key, stable for the socket's life.
+/// The socket's cookie: the flow's id, stable for the socket's life.
 #[inline(always)]
 fn socket_cookie(ctx: &SockOpsContext) -> u64 {
     // SAFETY: the context of a sock_ops program, the argument this helper takes there.
@@ -337,37 +340,21 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
         }
     };
     let cookie = socket_cookie(ctx);
-    // The flow table's limit is TRACKED's size; the socket's storage is created after it, so
-    // a flow is tracked exactly when it has both. Created zeroed, then filled in place: until
-    // then userspace sees an aggregate without a cookie, and skips it (`open_flows`).
-    let stats = if TRACKED.insert(&tuple, &cookie, 0).is_ok() {
-        let stats = flow_mut(ctx, true);
-        if stats.is_none() {
-            let _ = TRACKED.remove(&tuple);
-        }
-        stats
-    } else {
-        None
+    // The flow table's limit is TRACKED's size. Another namespace's flow may hold the same
+    // tuple (two pods' loopback connections): this one is tracked all the same, and only the
+    // tracepoints, which see tuples, keep seeing the first.
+    let indexed = match TRACKED.insert(&tuple, &cookie, BPF_NOEXIST as u64) {
+        Ok(()) => true,
+        Err(e) if e == -EEXIST => false,
+        Err(_) => return track_refused(ctx, look, cookie, STAT_FLOW_MAP_FULL),
     };
-    let Some(stats) = stats else {
-        // An active open comes here at connect() and again once established (where it is
-        // retried): count it at the second look only, so each connection counts once. The
-        // loader warns once and names the flag that raises the limit; a warning per connection
-        // here flooded the log.
-        // An adopted flow retries at each ACK while the table is full: it is counted by its
-        // close instead (`end_untracked_flow`).
-        if ctx.op() != BPF_SOCK_OPS_TCP_CONNECT_CB && look != Look::Adopt {
-            count(STAT_FLOW_MAP_FULL);
+    // Created zeroed, then filled in place: until then userspace sees an aggregate without a
+    // cookie, and skips it (`open_flows`).
+    let Some(stats) = flow_mut(ctx, true) else {
+        if indexed {
+            forget_tracked(&tuple, cookie);
         }
-        // Its totals can still be had when it closes: the close callback reads the socket's
-        // own counters (`end_untracked_flow`). Only state changes, no per-ACK callbacks (flags
-        // are only ever added: another recorder may be tracking the same socket).
-        let _ = ctx.set_cb_flags((ctx.cb_flags() | BPF_SOCK_OPS_STATE_CB_FLAG) as i32);
-        if look == Look::Adopt {
-            // no retry at every segment it sends: at its ACKs, as any adopted flow
-            forget_iter_mark(ctx, cookie, OUR_CB_FLAGS);
-        }
-        return Ok(());
+        return track_refused(ctx, look, cookie, STAT_FLOW_NO_MEMORY);
     };
     init_flow(stats, tuple, cookie, netns_cookie);
     stats.cgroup_id = socket_cgroup_id(ctx.ops);
@@ -387,6 +374,40 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
     // Only matching flows pay for the per-ACK callbacks.
     ctx.set_cb_flags((ctx.cb_flags() | OUR_CB_FLAGS) as i32)
         .map_err(|e| e as i64)
+}
+
+/// A matching connection that cannot be tracked (`stat` says why): only its close is
+/// followed, for its counters then.
+#[inline(always)]
+fn track_refused(ctx: &SockOpsContext, look: Look, cookie: u64, stat: u32) -> Result<(), i64> {
+    // An active open comes here at connect() and again once established (where it is
+    // retried): count it at the second look only, so each connection counts once. The loader
+    // warns once (naming the flag that raises the limit, when that is the reason); a warning
+    // per connection here flooded the log.
+    // An adopted flow retries at each ACK: it is counted by its close instead
+    // (`end_untracked_flow`).
+    if ctx.op() != BPF_SOCK_OPS_TCP_CONNECT_CB && look != Look::Adopt {
+        count(stat);
+    }
+    // Its totals can still be had when it closes: the close callback reads the socket's own
+    // counters (`end_untracked_flow`). Only state changes, no per-ACK callbacks (flags are only
+    // ever added: another recorder may be tracking the same socket).
+    let _ = ctx.set_cb_flags((ctx.cb_flags() | BPF_SOCK_OPS_STATE_CB_FLAG) as i32);
+    if look == Look::Adopt {
+        // no retry at every segment it sends: at its ACKs, as any adopted flow
+        forget_iter_mark(ctx, cookie, OUR_CB_FLAGS);
+    }
+    Ok(())
+}
+
+/// Removes the tuple's entry in TRACKED when it is this flow's (another namespace's flow with
+/// the same tuple may hold it).
+#[inline(always)]
+fn forget_tracked(tuple: &FlowTuple, cookie: u64) {
+    // SAFETY: a u64 copied out at once.
+    if unsafe { TRACKED.get(tuple) }.copied() == Some(cookie) {
+        let _ = TRACKED.remove(tuple);
+    }
 }
 
 /// Copies the socket's cumulative counters into the flow aggregate.
@@ -756,11 +777,13 @@ fn end_flow(ctx: &SockOpsContext) -> Result<(), i64> {
     refresh_reordering(ctx.ops, flow);
     let now = now_ns();
     flow.end_ns = now;
-    let _ = TRACKED.remove(&flow.tuple);
+    forget_tracked(&flow.tuple, flow.cookie);
     if !emit_flow_end(flow, now) {
         // Kept until userspace sweeps it: the socket's storage goes with the socket.
         flow.closed_unsent = 1;
-        let _ = UNSENT_ENDS.insert(flow.cookie, &*flow, 0);
+        if UNSENT_ENDS.insert(flow.cookie, &*flow, 0).is_err() {
+            count(STAT_FLOW_ENDS_LOST);
+        }
     }
     forget_flow(ctx);
     Ok(())

@@ -10,8 +10,7 @@ use crate::sources::tcp::open_flows::OpenFlows;
 
 /// The kernel tables as the sinks see them.
 pub trait KernelTables {
-    /// The flows that closed while the ring buffer was full (the kernel kept them, marked),
-    /// without copying the rest of the table.
+    /// The flows that closed while the ring buffer was full (the kernel kept them for this).
     fn closed_unsent_flows(&self) -> Vec<(u64, FlowStats)>;
     /// How many flows the table holds.
     fn flow_count(&self) -> usize;
@@ -21,6 +20,10 @@ pub trait KernelTables {
     /// sock_ops copies a flow's counters into its aggregate only at an RTT sample and at close
     /// (not at every ACK), so the aggregate of an open flow holds those of its last sample.
     fn flows_now(&self) -> Vec<FlowStats>;
+    /// Reads the open flows once more while the programs are still attached, for the final
+    /// `flows_now` to fall back on: a flow's state lives in its socket, so one whose socket is
+    /// freed between the detach and that read would otherwise have no row.
+    fn hold_open_flows(&mut self) {}
     /// Every QP's data-path totals.
     fn qp_traffic(&self) -> Vec<(QpKey, QpTraffic)>;
     /// The event counters, summed over CPUs.
@@ -36,6 +39,10 @@ pub struct KernelMaps {
     pub unsent_ends: BpfHashMap<MapData, u64, FlowStats>,
     /// Tuple -> socket cookie of each tracked open flow.
     pub tracked: BpfHashMap<MapData, FlowTuple, u64>,
+    /// The one network namespace recorded (`--netns`), else None: every namespace.
+    pub netns: Option<std::path::PathBuf>,
+    /// The open flows as read just before the programs were detached (`hold_open_flows`).
+    pub held_open: Option<Vec<FlowStats>>,
     /// (tgid, QPN) -> RDMA data-path aggregate.
     pub qp_traffic: BpfHashMap<MapData, QpKey, QpTraffic>,
     /// Per-CPU event counters (`STAT_*`).
@@ -114,6 +121,26 @@ const fn walk_cap(max_entries: u32) -> usize {
 }
 
 impl KernelMaps {
+    /// Warns of the tracked flows the last read did not find: their network namespace is not
+    /// one this recorder can enter (no process in it and no /run/netns name), so they have no
+    /// final row.
+    fn say_unread(&self, read: &[FlowStats]) {
+        let found: std::collections::HashSet<u64> = read.iter().map(|f| f.cookie).collect();
+        let unread = self
+            .tracked
+            .iter()
+            .take(walk_cap(MAX_FLOWS))
+            .filter_map(|r| r.ok())
+            .filter(|(_, cookie)| !found.contains(cookie))
+            .count();
+        if unread > 0 {
+            log::warn!(
+                "{unread} tracked flows were not found in any network namespace this recorder \
+                 can enter (no process in it, no /run/netns name): they have no final row"
+            );
+        }
+    }
+
     /// The closed flows kept for userspace, once each. (Their entries are inserted whole.)
     fn unsent_flows(&self) -> Vec<(u64, FlowStats)> {
         once_per_key(
@@ -160,18 +187,33 @@ impl KernelTables for KernelMaps {
         let _ = self.unsent_ends.remove(&cookie);
     }
 
+    fn hold_open_flows(&mut self) {
+        if let Some(reader) = &self.open_flows {
+            let namespaces = crate::sources::tcp::adopt::namespaces(self.netns.as_deref());
+            self.held_open = Some(reader.read(&namespaces));
+        }
+    }
+
     fn flows_now(&self) -> Vec<FlowStats> {
-        let namespaces = crate::sources::tcp::adopt::namespaces(None);
-        let open = match &self.open_flows {
-            Some(reader) => reader.read(&namespaces),
-            None => Vec::new(),
+        let namespaces = crate::sources::tcp::adopt::namespaces(self.netns.as_deref());
+        let Some(reader) = &self.open_flows else {
+            return self.unsent_flows().into_iter().map(|(_, s)| s).collect();
         };
-        // (a namespace reached by two paths, or a walk that met a socket twice)
-        let mut flows: Vec<FlowStats> = once_per_key(open.into_iter().map(|f| (f.cookie, f)))
+        let held = self.held_open.iter().flatten().copied();
+        let read = reader.read(&namespaces);
+        // One row per flow, the latest read of it: a closed flow kept for the sweep, else the
+        // flow as read now, else as held before the detach (its socket freed since). Each
+        // once: a walk can meet a socket twice.
+        let all = held
+            .chain(read)
+            .chain(self.unsent_flows().into_iter().map(|(_, s)| s));
+        let mut flows: Vec<FlowStats> = once_per_key(all.map(|f| (f.cookie, f)))
             .into_iter()
             .map(|(_, f)| f)
             .collect();
-        flows.extend(self.unsent_flows().into_iter().map(|(_, s)| s));
+        if self.held_open.is_some() {
+            self.say_unread(&flows);
+        }
         if let Err(e) =
             crate::sources::tcp::final_counters::refresh_open_flows(&mut flows, &namespaces)
         {

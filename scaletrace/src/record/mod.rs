@@ -225,6 +225,8 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
         open_flows: OpenFlows::take(&ebpf)?,
         unsent_ends: take_map(&mut ebpf, "UNSENT_ENDS")?.try_into()?,
         tracked: take_map(&mut ebpf, "TRACKED")?.try_into()?,
+        netns: netns_path.clone(),
+        held_open: None,
         qp_traffic: take_map(&mut ebpf, "QP_TRAFFIC")?.try_into()?,
         stats: take_map(&mut ebpf, "STATS")?.try_into()?,
     };
@@ -251,7 +253,9 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
         },
     ));
 
-    // Detach first so no event is produced after the final drain.
+    // Detach first so no event is produced after the final drain; the open flows are read
+    // just before (a flow's state goes with its socket).
+    maps.hold_open_flows();
     drop(ebpf);
     let mut ring = ring.into_inner();
     // The GPU sampler stops, and its last batches go into the last interval: until its thread

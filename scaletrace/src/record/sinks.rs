@@ -121,9 +121,9 @@ struct Totals {
     states: u64,
 }
 
-/// How long after the ring refused a flow's end the flow table is walked on every call.
+/// How long after the ring refused a flow's end the table of unsent ends is walked on every call.
 const SWEEP_SETTLE_NS: u64 = 2_000_000_000;
-/// The longest the flow table goes without a walk.
+/// The longest the table of unsent ends goes without a walk.
 const SWEEP_BACKSTOP_NS: u64 = 60_000_000_000;
 
 /// What `sweep_unsent_flows` remembers between calls (monotonic ns).
@@ -173,6 +173,9 @@ pub struct Sinks {
     /// they come back the next day, not at once, on a disk that has no room.
     tables_on_disk: std::collections::HashSet<&'static str>,
     tables_on_disk_day: i64,
+    /// The flows whose end the final drain wrote (None before it): their copy read as still
+    /// open before the programs were detached is not written again.
+    ended_in_final_drain: Option<std::collections::HashSet<u64>>,
     /// The sampled GPUs (none without NVML), written in every interval like `interfaces`.
     gpu_devices: Vec<GpuDeviceRow>,
     /// The GPU sampler's count of samples it dropped (`capture.gpu_samples_dropped`).
@@ -237,6 +240,7 @@ impl Sinks {
             files_closed: 0,
             tables_on_disk: Default::default(),
             tables_on_disk_day: 0,
+            ended_in_final_drain: None,
             gpu_devices: Vec::new(),
             gpu_samples_dropped: None,
             metadata,
@@ -440,7 +444,12 @@ impl Sinks {
             }
         };
         match event {
-            Event::FlowEnd(e) => self.push_flow(&e.stats, e.header.ts_ns),
+            Event::FlowEnd(e) => {
+                if let Some(ended) = &mut self.ended_in_final_drain {
+                    ended.insert(e.stats.cookie);
+                }
+                self.push_flow(&e.stats, e.header.ts_ns)
+            }
             Event::RttSample(e) => {
                 let row = self.assembler.rtt(&e);
                 self.push_with(|w| w.rtt.push(row))
@@ -512,10 +521,10 @@ impl Sinks {
         Ok(())
     }
 
-    /// Writes flows that closed while the ring buffer was full (the kernel kept them in the
-    /// map, marked) and removes them from the kernel table. The table is walked only when it
-    /// can hold such a flow: a walk costs two syscalls per entry, 65,536 entries on a full
-    /// table, every tick. So: when the ring has refused a flow's end since the last walk
+    /// Writes flows that closed while the ring buffer was full (the kernel kept them in its
+    /// table of unsent ends) and removes them from it. The table is walked only when it can
+    /// hold such a flow: a walk costs two syscalls per entry, and after a burst of refusals
+    /// the table can hold thousands, every tick. So: when the ring has refused a flow's end since the last walk
     /// (`counters`, read before this call), on every call for `SWEEP_SETTLE_NS` after that
     /// (the kernel counts the refusal just before it marks the flow, and a preempted close can
     /// mark it later), and at least every `SWEEP_BACKSTOP_NS`.
@@ -832,11 +841,17 @@ impl Sinks {
                 first_error.get_or_insert(e);
             }
         };
+        self.ended_in_final_drain = Some(Default::default());
         note(self.drain(records));
         // A last reading, so the counters cover the whole run.
         note(self.sample_nics());
         let end_mono = now_ns(libc::CLOCK_MONOTONIC) as u64;
-        let remaining = tables.flows_now();
+        let mut remaining = tables.flows_now();
+        // A flow read as open before the programs were detached (`hold_open_flows`) that
+        // closed before they were: its end came through the ring and is written.
+        if let Some(ended) = &self.ended_in_final_drain {
+            remaining.retain(|s| s.end_ns != 0 || !ended.contains(&s.cookie));
+        }
         for s in &remaining {
             note(self.push_flow(s, end_mono));
         }
@@ -866,6 +881,18 @@ impl Sinks {
                 format!(", {n} connections not tracked (kernel flow table full: raise --max-flows)")
             }
         };
+        match counters.get(STAT_FLOW_NO_MEMORY) {
+            0 => {}
+            n => untracked.push_str(&format!(
+                ", {n} connections not tracked (the kernel had no memory for their state)"
+            )),
+        }
+        match counters.get(STAT_FLOW_ENDS_LOST) {
+            0 => {}
+            n => untracked.push_str(&format!(
+                ", {n} flows lost (they closed while the ring buffer and the kernel's table of unsent flow ends were full)"
+            )),
+        }
         if self.accounting.rows_lost_disk_full > 0 {
             untracked.push_str(&format!(
                 ", {} rows lost to a full disk",
@@ -1266,6 +1293,36 @@ mod tests {
             .filter(|e| e.as_ref().unwrap().path().extension() == Some("parquet".as_ref()))
             .count();
         assert_eq!(t.files_closed as usize, files);
+    }
+
+    #[test]
+    fn a_flow_read_open_before_the_detach_whose_end_is_in_the_final_drain_is_written_once() {
+        // The open flows are read just before the programs are detached (a flow's state goes
+        // with its socket); flow 4 closed after that read and before the detach: its end is in
+        // the ring, and the held copy (still open, fewer bytes) must not be written as well.
+        let dir = tempfile::tempdir().unwrap();
+        let mut sinks = per_run_sinks(dir.path());
+        let mut kernel = FakeKernel::default();
+        kernel.flows.insert(4, flow(4, 100));
+        kernel.flows.insert(5, flow(5, 500));
+        let end = sinks
+            .finish(
+                records(&[flow_end(flow(4, 400))]),
+                &mut kernel,
+                &Hooks::default(),
+            )
+            .unwrap();
+        let mut rows: Vec<(u64, u64)> = column(dir.path(), "flows", "flow_id")
+            .into_iter()
+            .zip(column(dir.path(), "flows", "bytes_sent"))
+            .collect();
+        rows.sort();
+        assert_eq!(rows, [(4, 400), (5, 500)]);
+        assert!(
+            end.summary.starts_with("2 flows (1 still open)"),
+            "{}",
+            end.summary
+        );
     }
 
     #[test]

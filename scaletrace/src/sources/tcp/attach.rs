@@ -218,8 +218,6 @@ pub fn adopt_open_connections(ebpf: &mut Ebpf, netns: Option<&Path>, hooks: &mut
 }
 
 pub fn attach_sockops(ebpf: &mut Ebpf, cgroup: &Path) -> Result<()> {
-    let btf = aya::Btf::from_sys_fs().context("reading the kernel's BTF")?;
-    super::open_flows::load(ebpf, &btf)?;
     let prog: &mut SockOps = ebpf
         .program_mut("scaletrace_sockops")
         .context("program scaletrace_sockops missing from the object")?

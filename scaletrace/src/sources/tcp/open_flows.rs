@@ -21,15 +21,15 @@ use scaletrace_common::FlowStats;
 /// The iterator program in the eBPF object.
 const PROGRAM: &str = "dump_open_flows";
 
-/// Loads the iterator and runs it once here (before sock_ops is attached: without it the
-/// flows still open at a snapshot or the stop could not be read, so sock_ops is not attached
-/// either).
-pub fn load(ebpf: &mut Ebpf, btf: &Btf) -> Result<()> {
+/// Loads the iterator and links it once here (a kernel that refuses it says so now, not at the
+/// stop). It needs the kernel's BTF and iter/tcp (Linux 5.9).
+pub fn load(ebpf: &mut Ebpf) -> Result<()> {
+    let btf = Btf::from_sys_fs().context("reading the kernel's BTF")?;
     let iter: &mut Iter = ebpf
         .program_mut(PROGRAM)
         .with_context(|| format!("program {PROGRAM} missing from the object"))?
         .try_into()?;
-    iter.load("tcp", btf)
+    iter.load("tcp", &btf)
         .context("the verifier rejected the iter/tcp program that reads open flows")?;
     iterator(iter.fd()?.as_fd())?;
     Ok(())
