@@ -703,3 +703,62 @@ def test_ipv6_flow(net, tmp_path):
     assert sent >= 1 << 20 and rtt_updates > 0
     states = rec.query("SELECT count(*) FROM state_changes WHERE remote_port = 5220 AND flow_id IS NOT NULL")
     assert states[0][0] >= 2  # the tracepoints matched the IPv6 tuple of the sock_ops flow
+
+
+# A loopback connection with fixed ports on both ends: the same tuple in every namespace that
+# runs it. Connects, sends, then closes both ends when told.
+LOOPBACK_PAIR = """
+import socket, sys
+srv = socket.create_server(("127.0.0.1", 7311))
+c = socket.socket()
+c.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+c.bind(("127.0.0.1", 7312))
+c.connect(("127.0.0.1", 7311))
+a, _ = srv.accept()
+c.sendall(b"x" * 1000)
+a.recv(1000)
+print("connected", flush=True)
+sys.stdin.readline()
+c.close()
+a.close()
+print("closed", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_flows_that_share_a_tuple_in_two_namespaces_keep_their_own_state_changes(tmp_path):
+    """Two pods' loopback connections have the same tuple. The tracepoints see only tuples, so
+    the tuple index must keep the first flow's entry: the second overwrote it, the first's close
+    was recorded under the second's flow id, and its close removed the entry the second still
+    used."""
+    tag = uuid.uuid4().hex[:6]
+    namespaces = [f"st-dup{i}-{tag}" for i in (1, 2)]
+    pairs = []
+    try:
+        for ns in namespaces:
+            subprocess.run(["ip", "netns", "add", ns], check=True)
+            subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+        rec = Recorder(tmp_path, "--port", "7311")
+        for ns in namespaces:
+            p = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", LOOPBACK_PAIR],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            pairs.append(p)
+            assert p.stdout.readline().strip() == "connected"
+        first = pairs[0]
+        first.stdin.write("\n")
+        first.stdin.flush()
+        assert first.stdout.readline().strip() == "closed"
+        time.sleep(0.5)
+        assert rec.stop() == 0, rec.stderr
+        clients = dict(rec.query("SELECT netns, flow_id FROM flows WHERE local_port = 7312"))
+        assert set(clients) == set(namespaces), clients
+        # the first's close (its client leaving ESTABLISHED) is the first's
+        closes = rec.query("SELECT flow_id FROM state_changes "
+                           "WHERE local_port = 7312 AND old_state = 'ESTABLISHED'")
+        assert closes == [(clients[namespaces[0]],)], (closes, clients)
+    finally:
+        for p in pairs:
+            p.kill()
+            p.wait()
+        for ns in namespaces:
+            subprocess.run(["ip", "netns", "del", ns], check=False)
