@@ -5,6 +5,7 @@ mod calls;
 mod nccl;
 mod tcp_adopt;
 mod tcp_flow_dump;
+mod tcp_iter;
 mod tcp_sockops;
 mod tcp_tracepoints;
 mod verbs_control;

@@ -1,16 +1,17 @@
 //! `adopt_open_connections` (iter/tcp): run once per network namespace at the start, turns on
 //! the per-socket callbacks of connections opened before it, so sock_ops adopts them.
 use aya_ebpf::{
-    bindings::{BPF_SOCK_OPS_RTT_CB_FLAG, BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG},
-    helpers::{
-        bpf_get_socket_cookie, bpf_getsockopt, bpf_seq_write, bpf_setsockopt, bpf_skc_to_tcp_sock,
-    },
+    bindings::{seq_file, BPF_SOCK_OPS_RTT_CB_FLAG, BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG},
+    helpers::{bpf_get_socket_cookie, bpf_getsockopt, bpf_seq_write, bpf_setsockopt},
     macros::map,
     maps::LruHashMap,
 };
 use scaletrace_common::*;
 
-use super::tcp_sockops::OUR_CB_FLAGS;
+use super::{
+    tcp_iter::{tcp_socket, TcpIterContext},
+    tcp_sockops::OUR_CB_FLAGS,
+};
 
 /// Sockets `adopt_open_connections` turned callbacks on for, until sock_ops has seen them,
 /// with exactly the callback flags it turned on (those already on were someone else's and stay
@@ -19,22 +20,6 @@ use super::tcp_sockops::OUR_CB_FLAGS;
 /// offset); where it adopts the socket, it turns off the next-segment callback only.
 #[map]
 pub(crate) static ITER_MARKED: LruHashMap<u64, u32> = LruHashMap::with_max_entries(MAX_FLOWS, 0);
-
-/// `struct bpf_iter__tcp`, the context of an iter/tcp program (aya-ebpf has no binding).
-#[repr(C)]
-pub struct TcpIterContext {
-    pub(crate) meta: *mut IterMeta,
-    pub(crate) sk_common: *mut core::ffi::c_void,
-    uid: u32,
-}
-
-/// `struct bpf_iter_meta`, the first member of every iterator's context.
-#[repr(C)]
-pub(crate) struct IterMeta {
-    pub(crate) seq: *mut aya_ebpf::bindings::seq_file,
-    session_id: u64,
-    seq_num: u64,
-}
 
 const SOL_TCP: i32 = 6;
 /// bpf_setsockopt's option for a socket's sock_ops callback flags (Linux 6.12).
@@ -55,17 +40,9 @@ const SKC_STATE_OFFSET: usize = 18;
 #[unsafe(no_mangle)]
 #[unsafe(link_section = "iter/tcp")]
 pub fn adopt_open_connections(ctx: *mut TcpIterContext) -> i32 {
-    // SAFETY: the iterator's context, valid for this run; the verifier checks the loads.
-    let (meta, sk) = unsafe { ((*ctx).meta, (*ctx).sk_common) };
-    if sk.is_null() || meta.is_null() {
+    let Some((seq, tp)) = tcp_socket(ctx) else {
         return 0;
-    }
-    // null for request and time-wait sockets
-    // SAFETY: `sk` is the iterator's socket (checked non-null); the helper checks its type.
-    let tp = unsafe { bpf_skc_to_tcp_sock(sk) };
-    if tp.is_null() {
-        return 0;
-    }
+    };
     // SAFETY: a tcp_sock the helper returned (a trusted BTF pointer, non-null): the verifier
     // allows the load and bounds it by the struct's size.
     if unsafe { *(tp as *const u8).add(SKC_STATE_OFFSET) } != TCP_ESTABLISHED {
@@ -83,7 +60,7 @@ pub fn adopt_open_connections(ctx: *mut TcpIterContext) -> i32 {
         )
     };
     if read != 0 {
-        return write_outcome(meta, b'r');
+        return write_outcome(seq, b'r');
     }
     // Callbacks on already (an earlier run's, or another recorder's): they stay as they are;
     // else ours go on. Either way the callback of the next segment the socket sends (data or
@@ -121,15 +98,15 @@ pub fn adopt_open_connections(ctx: *mut TcpIterContext) -> i32 {
     // (counted: the connections whose callbacks were off)
     match (turned_on & BPF_SOCK_OPS_RTT_CB_FLAG, set) {
         (0, _) => 0,
-        (_, 0) => write_outcome(meta, b'a'),
-        _ => write_outcome(meta, b'r'),
+        (_, 0) => write_outcome(seq, b'a'),
+        _ => write_outcome(seq, b'r'),
     }
 }
 
 /// One byte per connection the iterator tried: `a` turned on, `r` refused.
 #[inline(always)]
-fn write_outcome(meta: *mut IterMeta, outcome: u8) -> i32 {
-    // SAFETY: the iterator's seq_file (checked non-null by the caller) and one byte of a local.
-    unsafe { bpf_seq_write((*meta).seq, (&outcome as *const u8).cast(), 1) };
+fn write_outcome(seq: *mut seq_file, outcome: u8) -> i32 {
+    // SAFETY: the iterator's seq_file and one byte of a local.
+    unsafe { bpf_seq_write(seq, (&outcome as *const u8).cast(), 1) };
     0
 }

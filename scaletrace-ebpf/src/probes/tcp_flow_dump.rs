@@ -3,26 +3,22 @@
 //! this iterator visits a network namespace's TCP sockets and writes the aggregate of each that
 //! has one. (An iterator over the storage map itself, iter/bpf_sk_storage_map, would visit
 //! every namespace at once, but some kernels refuse map-element iterators: this one does.)
-use aya_ebpf::helpers::{bpf_seq_write, bpf_skc_to_tcp_sock, generated::bpf_sk_storage_get};
+use aya_ebpf::helpers::{bpf_seq_write, generated::bpf_sk_storage_get};
 use scaletrace_common::FlowStats;
 
-use super::{tcp_adopt::TcpIterContext, tcp_sockops::FLOW_STATE};
+use super::{
+    tcp_iter::{tcp_socket, TcpIterContext},
+    tcp_sockops::FLOW_STATE,
+};
 
 /// Writes each tracked socket's flow aggregate whole, one `FlowStats` after another.
 #[unsafe(no_mangle)]
 #[unsafe(link_section = "iter/tcp")]
 pub fn dump_open_flows(ctx: *mut TcpIterContext) -> i32 {
-    // SAFETY: the iterator's context, valid for this run; the verifier checks the loads.
-    let (meta, sk) = unsafe { ((*ctx).meta, (*ctx).sk_common) };
-    if sk.is_null() || meta.is_null() {
+    // (request and time-wait sockets have no storage)
+    let Some((seq, tp)) = tcp_socket(ctx) else {
         return 0;
-    }
-    // null for request and time-wait sockets, which have no storage
-    // SAFETY: `sk` is the iterator's socket (checked non-null); the helper checks its type.
-    let tp = unsafe { bpf_skc_to_tcp_sock(sk) };
-    if tp.is_null() {
-        return 0;
-    }
+    };
     // SAFETY: the map is FLOW_STATE (its address is what the loader relocates to the map), `tp`
     // a full socket; no flags: only read, never created.
     let flow = unsafe {
@@ -36,14 +32,7 @@ pub fn dump_open_flows(ctx: *mut TcpIterContext) -> i32 {
     if flow.is_null() {
         return 0;
     }
-    // SAFETY: the iterator's seq_file (checked non-null) and a whole FlowStats of this socket's
-    // storage.
-    unsafe {
-        bpf_seq_write(
-            (*meta).seq,
-            flow.cast(),
-            core::mem::size_of::<FlowStats>() as u32,
-        )
-    };
+    // SAFETY: the iterator's seq_file and a whole FlowStats of this socket's storage.
+    unsafe { bpf_seq_write(seq, flow.cast(), core::mem::size_of::<FlowStats>() as u32) };
     0
 }
