@@ -1301,7 +1301,7 @@ mod tests {
         // with its socket); flow 4 closed after that read and before the detach: its end is in
         // the ring, and the held copy (still open, fewer bytes) must not be written as well.
         let dir = tempfile::tempdir().unwrap();
-        let mut sinks = per_run_sinks(dir.path());
+        let sinks = per_run_sinks(dir.path());
         let mut kernel = FakeKernel::default();
         kernel.flows.insert(4, flow(4, 100));
         kernel.flows.insert(5, flow(5, 500));
