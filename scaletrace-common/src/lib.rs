@@ -77,6 +77,9 @@ pub struct TracepointOffsets {
     /// one the kernel did not send (the original still queued in the host: -EBUSY) is no
     /// retransmit on the wire.
     pub err: u16,
+    /// The tracepoint's `skaddr`, the socket: its network namespace tells apart flows with the
+    /// same tuple in two namespaces (`TrackedKey`).
+    pub skaddr: u16,
 }
 
 impl TracepointOffsets {
@@ -93,6 +96,7 @@ impl TracepointOffsets {
         saddr_v6: Self::ABSENT,
         daddr_v6: Self::ABSENT,
         err: Self::ABSENT,
+        skaddr: Self::ABSENT,
     };
 }
 
@@ -125,7 +129,7 @@ pub struct Config {
     /// this kernel has no such member (the counters are then `NOT_MEASURED`, written as null).
     pub tcp_sock_dsack_dups: u16,
     pub tcp_sock_reord_seen: u16,
-    pub _pad: [u8; 2],
+    pub _pad: [u8; 4],
     /// Wake the loader only once this many bytes wait in the ring buffer; it drains the rest
     /// on a timer (`RING_DRAIN_INTERVAL`). 0 = the kernel's default, a wakeup whenever the
     /// loader has caught up, which is nearly every event.
@@ -140,7 +144,13 @@ pub struct Config {
     pub sock_cgroup: u16,
     pub cgroup_kn: u16,
     pub kernfs_node_id: u16,
-    pub _pad2: [u8; 6],
+    /// Offsets (from the kernel's BTF) from a socket to its network namespace's cookie: the
+    /// `struct net *` in `struct sock_common` (`skc_net`) and `net_cookie` in `struct net`.
+    /// `TracepointOffsets::ABSENT` when one is missing or a tracepoint in use has no `skaddr`:
+    /// flows are then indexed by tuple alone (`TrackedKey::netns_cookie` 0).
+    pub sock_net: u16,
+    pub net_cookie: u16,
+    pub _pad2: [u8; 2],
     /// Length of a flow's RTT histogram window (`FlowWindow`), ns.
     pub flow_window_ns: u64,
     /// Wall clock minus kernel monotonic clock at load, ns: windows start on whole multiples
@@ -165,16 +175,28 @@ impl Config {
         state_tp: TracepointOffsets::NONE,
         tcp_sock_dsack_dups: TracepointOffsets::ABSENT,
         tcp_sock_reord_seen: TracepointOffsets::ABSENT,
-        _pad: [0; 2],
+        _pad: [0; 4],
         ring_wakeup_bytes: 0,
         bench_source_tgid: 0,
         sock_cgroup: TracepointOffsets::ABSENT,
         cgroup_kn: TracepointOffsets::ABSENT,
         kernfs_node_id: TracepointOffsets::ABSENT,
-        _pad2: [0; 6],
+        sock_net: TracepointOffsets::ABSENT,
+        net_cookie: TracepointOffsets::ABSENT,
+        _pad2: [0; 2],
         flow_window_ns: 1_000_000_000,
         flow_window_offset_ns: 0,
     };
+}
+
+/// A tracked flow's entry in the tracepoints' index (`TRACKED`): its tuple and its network
+/// namespace's cookie (0 where the tracepoints cannot read it), since two namespaces can hold
+/// connections with the same tuple (two pods' loopback connections).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TrackedKey {
+    pub tuple: FlowTuple,
+    pub netns_cookie: u64,
 }
 
 /// A TCP connection seen from the local socket. IPv4 addresses sit in the first 4 bytes of the
@@ -334,8 +356,9 @@ pub struct FlowStats {
     pub direction: u8,
     /// 1 when the flow closed but its end event could not be sent: userspace sweeps these.
     pub closed_unsent: u8,
-    /// 1 for a matching connection that found the flow table full: no entry, only its counters
-    /// at close (sent straight from the close callback).
+    /// 1 for a matching connection that could not be tracked (the flow table full, or no
+    /// kernel memory for its state): only its counters at close (sent straight from the close
+    /// callback).
     pub untracked: u8,
     /// 1 for a connection that was open before this run (its callbacks were enabled by an
     /// earlier run): tracked from its first segment in this run, with the socket's
@@ -647,9 +670,10 @@ macro_rules! assert_size {
 }
 
 assert_size! {
-    TracepointOffsets => 22,
-    Config => 176,
+    TracepointOffsets => 24,
+    Config => 184,
     FlowTuple => 40,
+    TrackedKey => 48,
     FlowStats => 632,
     EventHeader => 16,
     WindowCounters => 48,
@@ -674,6 +698,7 @@ mod pod {
     // SAFETY: all are repr(C) plain data with explicit padding fields and no invalid bit patterns.
     unsafe impl aya::Pod for Config {}
     unsafe impl aya::Pod for FlowTuple {}
+    unsafe impl aya::Pod for TrackedKey {}
     unsafe impl aya::Pod for FlowStats {}
     unsafe impl aya::Pod for QpKey {}
     unsafe impl aya::Pod for QpTraffic {}

@@ -10,7 +10,7 @@ use scaletrace_common::Config;
 use crate::hooks::{short_error, Hooks};
 use crate::sources::tcp::attach::{
     adopt_open_connections, attach_sockops, forget_tcp_sock_offsets, kernel_struct_offsets,
-    reads_tcp_sock, tracepoint_offsets, TRACEPOINTS,
+    netns_index, reads_tcp_sock, tracepoint_offsets, TRACEPOINTS,
 };
 use crate::sources::tcp::open_flows;
 
@@ -58,6 +58,7 @@ pub fn load_and_attach(
     let mut hooks = Hooks::default();
     let usable_tracepoints = tracepoint_offsets(&mut config, tracefs_root, &mut hooks);
     kernel_struct_offsets(&mut config, &mut hooks);
+    netns_index(&mut config, &mut hooks, &usable_tracepoints);
 
     // Program-side aya-log statements below this level cost nothing: follow the loader's level.
     let ebpf_log_level: u8 = match log::max_level() {

@@ -112,6 +112,8 @@ pub fn offsets(
         daddr_v6: get("daddr_v6", 16, true)?,
         // optional and only informative: a layout it does not expect drops it, not the hook
         err: get("err", 4, false).unwrap_or(TracepointOffsets::ABSENT),
+        // optional: without it, flows are told apart by tuple alone
+        skaddr: get("skaddr", 8, false).unwrap_or(TracepointOffsets::ABSENT),
     })
 }
 

@@ -49,11 +49,23 @@ pub(crate) static FLOW_STATE: SkStorage<FlowStats> = SkStorage::new();
 static UNSENT_ENDS: HashMap<u64, FlowStats> =
     HashMap::with_max_entries(MAX_FLOWS, BPF_F_NO_PREALLOC);
 
-/// Tuple of a tracked flow -> socket cookie; lets the tracepoints (which see no cookie and no
-/// namespace) apply exactly the filters sock_ops applied. Its size is the flow table's limit
-/// (`--max-flows`): a flow is tracked only when it has an entry here.
+/// Tuple and network namespace of a tracked flow -> socket cookie; lets the tracepoints (which
+/// see no cookie) apply exactly the filters sock_ops applied. Its size is the flow table's
+/// limit (`--max-flows`): a flow is tracked only when it has an entry here, or when the
+/// tracepoints cannot read namespaces and another namespace's flow holds its tuple.
 #[map]
-pub(crate) static TRACKED: HashMap<FlowTuple, u64> = HashMap::with_max_entries(MAX_FLOWS, 0);
+pub(crate) static TRACKED: HashMap<TrackedKey, u64> = HashMap::with_max_entries(MAX_FLOWS, 0);
+
+/// A flow's key in TRACKED: with its namespace's cookie when the tracepoints can read it.
+#[inline(always)]
+pub(crate) fn tracked_key(tuple: FlowTuple, netns_cookie: u64) -> TrackedKey {
+    let by_netns = config!(sock_net) != TracepointOffsets::ABSENT
+        && config!(net_cookie) != TracepointOffsets::ABSENT;
+    TrackedKey {
+        tuple,
+        netns_cookie: if by_netns { netns_cookie } else { 0 },
+    }
+}
 
 #[sock_ops]
 pub fn scaletrace_sockops(ctx: SockOpsContext) -> u32 {
@@ -340,10 +352,11 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
         }
     };
     let cookie = socket_cookie(ctx);
-    // The flow table's limit is TRACKED's size. Another namespace's flow may hold the same
-    // tuple (two pods' loopback connections): this one is tracked all the same, and only the
-    // tracepoints, which see tuples, keep seeing the first.
-    let indexed = match TRACKED.insert(&tuple, &cookie, BPF_NOEXIST as u64) {
+    // The flow table's limit is TRACKED's size. Where the tracepoints cannot read namespaces,
+    // another namespace's flow may hold the same tuple (two pods' loopback connections): this
+    // one is tracked all the same, and only the tracepoints keep seeing the first.
+    let key = tracked_key(tuple, netns_cookie);
+    let indexed = match TRACKED.insert(&key, &cookie, BPF_NOEXIST as u64) {
         Ok(()) => true,
         Err(e) if e == -EEXIST => false,
         Err(_) => return track_refused(ctx, look, cookie, STAT_FLOW_MAP_FULL),
@@ -352,7 +365,7 @@ fn start_flow(ctx: &SockOpsContext, direction: u8, look: Look) -> Result<(), i64
     // cookie, and skips it (`open_flows`).
     let Some(stats) = flow_mut(ctx, true) else {
         if indexed {
-            forget_tracked(&tuple, cookie);
+            forget_tracked(&key, cookie);
         }
         return track_refused(ctx, look, cookie, STAT_FLOW_NO_MEMORY);
     };
@@ -400,13 +413,13 @@ fn track_refused(ctx: &SockOpsContext, look: Look, cookie: u64, stat: u32) -> Re
     Ok(())
 }
 
-/// Removes the tuple's entry in TRACKED when it is this flow's (another namespace's flow with
-/// the same tuple may hold it).
+/// Removes the flow's entry in TRACKED when it is this flow's (without namespaces in the key,
+/// another namespace's flow with the same tuple may hold it).
 #[inline(always)]
-fn forget_tracked(tuple: &FlowTuple, cookie: u64) {
+fn forget_tracked(key: &TrackedKey, cookie: u64) {
     // SAFETY: a u64 copied out at once.
-    if unsafe { TRACKED.get(tuple) }.copied() == Some(cookie) {
-        let _ = TRACKED.remove(tuple);
+    if unsafe { TRACKED.get(key) }.copied() == Some(cookie) {
+        let _ = TRACKED.remove(key);
     }
 }
 
@@ -777,7 +790,7 @@ fn end_flow(ctx: &SockOpsContext) -> Result<(), i64> {
     refresh_reordering(ctx.ops, flow);
     let now = now_ns();
     flow.end_ns = now;
-    forget_tracked(&flow.tuple, flow.cookie);
+    forget_tracked(&tracked_key(flow.tuple, flow.netns_cookie), flow.cookie);
     if !emit_flow_end(flow, now) {
         // Kept until userspace sweeps it: the socket's storage goes with the socket.
         flow.closed_unsent = 1;

@@ -3,14 +3,14 @@
 //! with the current task (which attributes a flow to the process that closes it). Their field
 //! offsets come from tracefs through `CONFIG`: Rust eBPF has no CO-RE.
 use aya_ebpf::{
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_probe_read_kernel},
     macros::{map, tracepoint},
     maps::PerCpuArray,
     programs::TracePointContext,
 };
 use scaletrace_common::*;
 
-use super::tcp_sockops::TRACKED;
+use super::tcp_sockops::{tracked_key, TRACKED};
 use crate::{
     emit::{count, emit, header},
     filter::{cidr_matches, port_matches},
@@ -55,6 +55,30 @@ fn tracepoint_tuple(ctx: &TracePointContext, off: &TracepointOffsets) -> Result<
         tuple.remote_addr = field(ctx, off.daddr_v6)?;
     }
     Ok(tuple)
+}
+
+/// The socket cookie of the tracked flow with this record's tuple, in the network namespace
+/// of the record's socket (`skaddr`) where the config says the tracepoints can read it.
+#[inline(always)]
+fn tracked_cookie(
+    ctx: &TracePointContext,
+    off: &TracepointOffsets,
+    tuple: FlowTuple,
+) -> Option<u64> {
+    let (net_at, cookie_at) = (config!(sock_net), config!(net_cookie));
+    let netns_cookie = if net_at == TracepointOffsets::ABSENT
+        || cookie_at == TracepointOffsets::ABSENT
+    {
+        0
+    } else {
+        let sk: u64 = field(ctx, off.skaddr).ok()?;
+        // SAFETY: probe reads: the helper checks each address and copies 8 bytes or fails;
+        // the offsets lie inside `struct sock_common` and `struct net` per the kernel's BTF.
+        let net: u64 = unsafe { bpf_probe_read_kernel((sk + net_at as u64) as *const u64) }.ok()?;
+        unsafe { bpf_probe_read_kernel((net + cookie_at as u64) as *const u64) }.ok()?
+    };
+    // SAFETY: the cookie is copied out at once (an entry may be deleted concurrently).
+    unsafe { TRACKED.get(tracked_key(tuple, netns_cookie)) }.copied()
 }
 
 /// Per-CPU token bucket for per-packet events; false means "over the rate, count and skip".
@@ -102,9 +126,8 @@ fn handle_retransmit(
         }
         0
     } else {
-        // SAFETY: the cookie is copied out at once (an entry may be deleted concurrently).
-        match unsafe { TRACKED.get(tuple) } {
-            Some(cookie) => *cookie,
+        match tracked_cookie(ctx, off, tuple) {
+            Some(cookie) => cookie,
             None => return Ok(()),
         }
     };
@@ -160,8 +183,7 @@ fn handle_state(ctx: &TracePointContext) -> Result<(), i64> {
         return Ok(());
     }
     let tuple = tracepoint_tuple(ctx, &off)?;
-    // SAFETY: the cookie is copied out at once (an entry may be deleted concurrently).
-    let Some(cookie) = (unsafe { TRACKED.get(tuple) }).copied() else {
+    let Some(cookie) = tracked_cookie(ctx, &off, tuple) else {
         return Ok(());
     };
     let oldstate: i32 = field(ctx, off.oldstate)?;

@@ -85,7 +85,7 @@ pub struct RecordArgs {
     pub ring_buffer_kib: u32,
 
     /// Most TCP connections tracked at once. Kernel memory: an index allocated up front, about
-    /// 110 bytes each (7 MB at the default), and for each connection open, its aggregate and
+    /// 120 bytes each (8 MB at the default), and for each connection open, its aggregate and
     /// open window (`flow_windows`) in the socket's own storage: about 700 bytes each, 1 KiB
     /// with the kernel allocator's rounding. Beyond it new connections are not tracked; how many is counted in `capture`, the status files and
     /// the summary, with a warning the first time.
@@ -298,7 +298,7 @@ mod tests {
         };
         let about = |n: usize| format!("about {} bytes each", (n + 5) / 10 * 10);
         let entry = |key: usize, value: usize| key + value + 64;
-        let index = entry(size_of::<scaletrace_common::FlowTuple>(), size_of::<u64>());
+        let index = entry(size_of::<scaletrace_common::TrackedKey>(), size_of::<u64>());
         let open = entry(size_of::<u64>(), size_of::<scaletrace_common::FlowStats>());
         let qp = entry(
             size_of::<scaletrace_common::QpKey>(),

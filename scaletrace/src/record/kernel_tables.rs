@@ -38,7 +38,9 @@ pub struct KernelMaps {
     /// Socket cookie -> aggregate of a flow that closed while the ring buffer was full.
     pub unsent_ends: BpfHashMap<MapData, u64, FlowStats>,
     /// Tuple -> socket cookie of each tracked open flow.
-    pub tracked: BpfHashMap<MapData, FlowTuple, u64>,
+    pub tracked: BpfHashMap<MapData, TrackedKey, u64>,
+    /// The size of the flow tables (`--max-flows`): what a walk of one may have to read.
+    pub max_flows: u32,
     /// The one network namespace recorded (`--netns`), else None: every namespace.
     pub netns: Option<std::path::PathBuf>,
     /// The open flows as read just before the programs were detached (`hold_open_flows`).
@@ -129,14 +131,15 @@ impl KernelMaps {
         let unread = self
             .tracked
             .iter()
-            .take(walk_cap(MAX_FLOWS))
+            .take(walk_cap(self.max_flows))
             .filter_map(|r| r.ok())
             .filter(|(_, cookie)| !found.contains(cookie))
             .count();
         if unread > 0 {
             log::warn!(
-                "{unread} tracked flows were not found in any network namespace this recorder \
-                 can enter (no process in it, no /run/netns name): they have no final row"
+                "{unread} tracked flows could not be read at the stop: their network namespace \
+                 is held by no process and no /run/netns name, or they started just before the \
+                 stop and closed during it; they have no final row"
             );
         }
     }
@@ -146,7 +149,7 @@ impl KernelMaps {
         once_per_key(
             self.unsent_ends
                 .iter()
-                .take(walk_cap(MAX_FLOWS))
+                .take(walk_cap(self.max_flows))
                 .filter_map(|r| r.ok()),
         )
     }
@@ -176,7 +179,7 @@ impl KernelTables for KernelMaps {
         let tracked = once_per_key(
             self.tracked
                 .keys()
-                .take(walk_cap(MAX_FLOWS))
+                .take(walk_cap(self.max_flows))
                 .filter_map(|r| r.ok())
                 .map(|k| (k, ())),
         );

@@ -225,6 +225,7 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
         open_flows: OpenFlows::take(&ebpf)?,
         unsent_ends: take_map(&mut ebpf, "UNSENT_ENDS")?.try_into()?,
         tracked: take_map(&mut ebpf, "TRACKED")?.try_into()?,
+        max_flows: args.max_flows,
         netns: netns_path.clone(),
         held_open: None,
         qp_traffic: take_map(&mut ebpf, "QP_TRAFFIC")?.try_into()?,

@@ -161,7 +161,7 @@ pub struct Sinks {
     qp_snapshot_prev: std::collections::HashMap<QpKey, [u64; 4]>,
     /// Each open flow's counters at its previous snapshot (bytes sent, received, retransmits).
     snapshot_prev: std::collections::HashMap<u64, (u64, u64, u32)>,
-    /// When to walk the kernel flow table for closed flows (`sweep_unsent_flows`).
+    /// When to walk the kernel's table of unsent flow ends (`sweep_unsent_flows`).
     sweep: SweepState,
     /// Files completed so far (every table, every interval).
     pub files_closed: u64,
@@ -847,10 +847,12 @@ impl Sinks {
         note(self.sample_nics());
         let end_mono = now_ns(libc::CLOCK_MONOTONIC) as u64;
         let mut remaining = tables.flows_now();
-        // A flow read as open before the programs were detached (`hold_open_flows`) that
-        // closed before they were: its end came through the ring and is written.
+        // A flow read before the programs were detached (`hold_open_flows`) that closed before
+        // they were: its end came through the ring and is written, not the copy (which can be
+        // one read inside its close, its end time set). A flow end the ring refused never
+        // comes through it: it is in the table of unsent ends.
         if let Some(ended) = &self.ended_in_final_drain {
-            remaining.retain(|s| s.end_ns != 0 || !ended.contains(&s.cookie));
+            remaining.retain(|s| !ended.contains(&s.cookie));
         }
         for s in &remaining {
             note(self.push_flow(s, end_mono));
@@ -969,7 +971,7 @@ mod tests {
     use crate::decode::bytes_of;
 
     /// The kernel tables of a test: flows by cookie, no QPs, counters all zero; counts the
-    /// walks of the flow table for closed flows.
+    /// walks of the table of unsent flow ends.
     #[derive(Default)]
     struct FakeKernel {
         flows: BTreeMap<u64, FlowStats>,

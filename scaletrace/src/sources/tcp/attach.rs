@@ -102,6 +102,16 @@ const CGROUP_ID_PATH: [(OffsetSlot, &[(&str, &str)]); 3] = [
 /// The hook name of the flows' cgroup (`flows.cgroup` and the job labels).
 const CGROUP_ID_HOOK: &str = "sock:cgroup_id";
 
+/// The offsets from a socket to its network namespace's cookie, which the tracepoints read to
+/// find a flow by tuple and namespace: `sk->skc_net.net->net_cookie`.
+const NETNS_COOKIE_PATH: [(OffsetSlot, &[(&str, &str)]); 2] = [
+    (|c| &mut c.sock_net, &[("sock_common", "skc_net")]),
+    (|c| &mut c.net_cookie, &[("net", "net_cookie")]),
+];
+
+/// The hook name of the tracepoints' namespace reads.
+const NETNS_COOKIE_HOOK: &str = "sock:netns_cookie";
+
 /// Fills in, from the kernel's BTF, the offsets of the kernel struct members sock_ops reads
 /// through its socket: the `tcp_sock` counters and the socket's cgroup id. One it cannot place
 /// is listed missing with the reason, and its columns stay null.
@@ -126,26 +136,46 @@ pub fn kernel_struct_offsets(config: &mut Config, hooks: &mut Hooks) {
             Err(e) => hooks.missing.push((hook, format!("{e:#}"))),
         }
     }
-    let cgroup_path: Result<Vec<u16>> = CGROUP_ID_PATH
-        .iter()
-        .map(|(_, path)| {
-            path.iter().try_fold(0u16, |sum, (name, member)| {
-                sum.checked_add(offset(name, member)?)
-                    .filter(|&at| at < TracepointOffsets::ABSENT)
-                    .context("offset out of range")
+    for (path, hook) in [
+        (&CGROUP_ID_PATH[..], CGROUP_ID_HOOK),
+        (&NETNS_COOKIE_PATH[..], NETNS_COOKIE_HOOK),
+    ] {
+        let offsets: Result<Vec<u16>> = path
+            .iter()
+            .map(|(_, members)| {
+                members.iter().try_fold(0u16, |sum, (name, member)| {
+                    sum.checked_add(offset(name, member)?)
+                        .filter(|&at| at < TracepointOffsets::ABSENT)
+                        .context("offset out of range")
+                })
             })
-        })
-        .collect();
-    match cgroup_path {
-        Ok(offsets) => {
-            for ((slot, _), at) in CGROUP_ID_PATH.iter().zip(offsets) {
-                *slot(config) = at;
+            .collect();
+        match offsets {
+            Ok(offsets) => {
+                for ((slot, _), at) in path.iter().zip(offsets) {
+                    *slot(config) = at;
+                }
+                hooks.attached.push(hook.into());
             }
-            hooks.attached.push(CGROUP_ID_HOOK.into());
+            Err(e) => hooks.missing.push((hook.into(), format!("{e:#}"))),
         }
-        Err(e) => hooks
-            .missing
-            .push((CGROUP_ID_HOOK.into(), format!("{e:#}"))),
+    }
+}
+
+/// The tracepoints find a flow by tuple and network namespace only when every one in use can
+/// read its socket (`skaddr`) and the kernel's BTF placed the namespace's cookie; else by
+/// tuple alone, for sock_ops as for them (`TrackedKey::netns_cookie` 0).
+pub fn netns_index(config: &mut Config, hooks: &mut Hooks, usable_tracepoints: &[&str]) {
+    let without_socket = TRACEPOINTS.iter().find(|tp| {
+        usable_tracepoints.contains(&tp.program)
+            && (tp.slot)(config).skaddr == TracepointOffsets::ABSENT
+    });
+    if let Some(tp) = without_socket {
+        config.sock_net = TracepointOffsets::ABSENT;
+        config.net_cookie = TracepointOffsets::ABSENT;
+        hooks.attached.retain(|h| h != NETNS_COOKIE_HOOK);
+        let why = format!("{}:{} has no skaddr field", tp.category, tp.name);
+        hooks.missing.push((NETNS_COOKIE_HOOK.into(), why));
     }
 }
 

@@ -31,7 +31,11 @@ pub fn load(ebpf: &mut Ebpf) -> Result<()> {
         .try_into()?;
     iter.load("tcp", &btf)
         .context("the verifier rejected the iter/tcp program that reads open flows")?;
-    iterator(iter.fd()?.as_fd())?;
+    // (unloaded when it cannot be linked: `OpenFlows::take` finds no reader then)
+    if let Err(e) = iterator(iter.fd()?.as_fd()) {
+        let _ = iter.unload();
+        return Err(e);
+    }
     Ok(())
 }
 

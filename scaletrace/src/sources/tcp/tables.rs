@@ -29,7 +29,7 @@ table! {
         end: Option<i64> => opt_ts_col("Transition to CLOSE; null when still open at the end of the capture."),
         duration_ns: i64 => i64_col("ns", "`end - start`, or capture end - start for open flows."),
         open_at_end: bool => bool_col("The flow was still open when the capture stopped."),
-        tracked: bool => bool_col("false: the kernel flow table was full when the connection started (`capture.flows_untracked_map_full`); only its counters at close are known, so `start` is its close time, `duration_ns` 0 and it has no RTT samples."),
+        tracked: bool => bool_col("false: the kernel flow table was full when the connection started (`capture.flows_untracked_map_full`), or the kernel had no memory for its state (`capture.flows_untracked_no_memory`); only its counters at close are known, so `start` is its close time, `duration_ns` 0 and it has no RTT samples."),
         adopted: bool => bool_col("The connection was open before this run started (an agent started, restarted or upgraded under a running job): `start` is when this run adopted it (its first segment in this run, data or ACK), the counters are the socket's totals since it opened, direction is `unknown`."),
         bytes_sent: u64 => u64_col("bytes", "Bytes acknowledged by the peer (tcp_sock.bytes_acked), in sequence space: the payload plus 1 for the SYN and 1 for the FIN once acknowledged (a connection that sent 20,000,000 bytes and closed shows 20,000,002)."),
         bytes_received: u64 => u64_col("bytes", "Bytes received in order (tcp_sock.bytes_received)."),
