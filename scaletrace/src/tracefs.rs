@@ -170,6 +170,7 @@ print fmt: \"skbaddr=%p\"
         assert_eq!(fields["saddr_v6"].size, 16);
         assert_eq!(fields["common_pid"].offset, 4);
         let off = offsets(&fields, Some("state")).unwrap();
+        assert_eq!(off.skaddr, 16);
         assert_eq!(off.oldstate, 24);
         assert_eq!(off.sport, 28);
         assert_eq!(off.family, 32);

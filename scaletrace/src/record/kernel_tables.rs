@@ -37,7 +37,7 @@ pub struct KernelMaps {
     pub open_flows: Option<OpenFlows>,
     /// Socket cookie -> aggregate of a flow that closed while the ring buffer was full.
     pub unsent_ends: BpfHashMap<MapData, u64, FlowStats>,
-    /// Tuple -> socket cookie of each tracked open flow.
+    /// Tuple and network namespace -> socket cookie of each tracked open flow.
     pub tracked: BpfHashMap<MapData, TrackedKey, u64>,
     /// The size of the flow tables (`--max-flows`): what a walk of one may have to read.
     pub max_flows: u32,

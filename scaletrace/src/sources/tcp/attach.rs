@@ -112,9 +112,10 @@ const NETNS_COOKIE_PATH: [(OffsetSlot, &[(&str, &str)]); 2] = [
 /// The hook name of the tracepoints' namespace reads.
 const NETNS_COOKIE_HOOK: &str = "sock:netns_cookie";
 
-/// Fills in, from the kernel's BTF, the offsets of the kernel struct members sock_ops reads
-/// through its socket: the `tcp_sock` counters and the socket's cgroup id. One it cannot place
-/// is listed missing with the reason, and its columns stay null.
+/// Fills in, from the kernel's BTF, the offsets of the kernel struct members the programs read
+/// through a socket: the `tcp_sock` counters and the cgroup id (sock_ops), the network
+/// namespace's cookie (the tracepoints). One it cannot place is listed missing with the
+/// reason, and its columns stay null (for the namespace: flows are found by tuple alone).
 pub fn kernel_struct_offsets(config: &mut Config, hooks: &mut Hooks) {
     let btf = btf_rs::Btf::from_file(crate::kernel_btf::VMLINUX_BTF)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", crate::kernel_btf::VMLINUX_BTF));
@@ -162,12 +163,17 @@ pub fn kernel_struct_offsets(config: &mut Config, hooks: &mut Hooks) {
     }
 }
 
-/// The tracepoints find a flow by tuple and network namespace only when every one in use can
-/// read its socket (`skaddr`) and the kernel's BTF placed the namespace's cookie; else by
-/// tuple alone, for sock_ops as for them (`TrackedKey::netns_cookie` 0).
+/// The tracepoints find a flow by tuple and network namespace only when every one in use that
+/// looks flows up (the SYN-ACK one does not: no flow is tracked before establishment) can read
+/// its socket (`skaddr`) and the kernel's BTF placed the namespace's cookie; else by tuple
+/// alone, for sock_ops as for them (`TrackedKey::netns_cookie` 0).
 pub fn netns_index(config: &mut Config, hooks: &mut Hooks, usable_tracepoints: &[&str]) {
+    if config.sock_net == TracepointOffsets::ABSENT {
+        return; // (missing already, with the BTF's reason)
+    }
     let without_socket = TRACEPOINTS.iter().find(|tp| {
-        usable_tracepoints.contains(&tp.program)
+        tp.program != "tcp_retransmit_synack"
+            && usable_tracepoints.contains(&tp.program)
             && (tp.slot)(config).skaddr == TracepointOffsets::ABSENT
     });
     if let Some(tp) = without_socket {
@@ -261,4 +267,52 @@ pub fn attach_sockops(ebpf: &mut Ebpf, cgroup: &Path) -> Result<()> {
     prog.attach(dir, CgroupAttachMode::default())
         .with_context(|| format!("attaching sock_ops to {}", cgroup.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_with_netns_offsets() -> Config {
+        let mut config = Config::DEFAULT;
+        (config.sock_net, config.net_cookie) = (48, 120);
+        for tp in &TRACEPOINTS {
+            (tp.slot)(&mut config).skaddr = 16;
+        }
+        config
+    }
+
+    #[test]
+    fn flows_are_found_by_tuple_alone_when_a_lookup_tracepoint_cannot_read_its_socket() {
+        let all: Vec<&str> = TRACEPOINTS.iter().map(|tp| tp.program).collect();
+        // every tracepoint reads its socket: by namespace
+        let mut config = config_with_netns_offsets();
+        let mut hooks = Hooks::default();
+        netns_index(&mut config, &mut hooks, &all);
+        assert_eq!((config.sock_net, config.net_cookie), (48, 120));
+        assert!(hooks.missing.is_empty());
+        // the SYN-ACK tracepoint looks no flow up: its socket does not matter
+        config.synack_tp.skaddr = TracepointOffsets::ABSENT;
+        netns_index(&mut config, &mut hooks, &all);
+        assert_eq!(config.sock_net, 48);
+        // the state tracepoint does
+        config.state_tp.skaddr = TracepointOffsets::ABSENT;
+        netns_index(&mut config, &mut hooks, &all);
+        assert_eq!(
+            (config.sock_net, config.net_cookie),
+            (TracepointOffsets::ABSENT, TracepointOffsets::ABSENT)
+        );
+        assert_eq!(hooks.missing.len(), 1, "{:?}", hooks.missing);
+        assert!(hooks.missing[0].1.contains("inet_sock_set_state"));
+        // unless it is not in use
+        let mut config = config_with_netns_offsets();
+        config.state_tp.skaddr = TracepointOffsets::ABSENT;
+        netns_index(&mut config, &mut Hooks::default(), &["tcp_retransmit_skb"]);
+        assert_eq!(config.sock_net, 48);
+        // BTF without the members: missing once, with the BTF's reason (listed before)
+        let mut config = Config::DEFAULT;
+        let mut hooks = Hooks::default();
+        netns_index(&mut config, &mut hooks, &all);
+        assert!(hooks.missing.is_empty());
+    }
 }
