@@ -288,6 +288,26 @@ pub fn markdown<T: Table>() -> String {
     out
 }
 
+/// A table as readers see it: name, columns with their SQL types, and its documentation.
+pub struct TableInfo {
+    pub name: &'static str,
+    pub columns: Vec<(&'static str, &'static str)>,
+    pub markdown: fn() -> String,
+}
+
+impl TableInfo {
+    pub fn of<T: Table>() -> TableInfo {
+        TableInfo {
+            name: T::NAME,
+            columns: T::columns()
+                .iter()
+                .map(|c| (c.name, sql_type(&c.data_type)))
+                .collect(),
+            markdown: markdown::<T>,
+        }
+    }
+}
+
 pub fn opt_bool_col<R: 'static>(
     name: &'static str,
     doc: &'static str,

@@ -7,8 +7,12 @@ use crate::{
     import::GpuEventRow,
     interfaces::InterfaceRow,
     record::accounting::CaptureRow,
-    sources::{gpu::tables::*, nccl::tables::*, nic::tables::*, tcp::tables::*, verbs::tables::*},
+    sources::{
+        gpu::tables::*, nic::tables::*, probe_families, tcp::tables::*, verbs::tables::QpCounterRow,
+    },
 };
+
+pub use crate::columns::TableInfo;
 
 // Written by `merge` from the analysis's `st_window` view. Defined here, not in `merge` or
 // `analyze`: the analysis reads this catalog, so either place would make them import each other.
@@ -42,47 +46,28 @@ table! {
     }
 }
 
-/// A table as readers see it: name, columns with their SQL types, and its documentation.
-pub struct TableInfo {
-    pub name: &'static str,
-    pub columns: Vec<(&'static str, &'static str)>,
-    pub markdown: fn() -> String,
-}
-
-fn info<T: Table>() -> TableInfo {
-    TableInfo {
-        name: T::NAME,
-        columns: T::columns()
-            .iter()
-            .map(|c| (c.name, crate::columns::sql_type(&c.data_type)))
-            .collect(),
-        markdown: crate::columns::markdown::<T>,
-    }
-}
-
 /// Every table scaletrace writes, in documentation order.
+/// (The probe families' tables come from their own definitions, `sources::probe_families`.)
 pub fn catalog() -> Vec<TableInfo> {
-    vec![
-        info::<FlowRow>(),
-        info::<FlowSnapshotRow>(),
-        info::<RttRow>(),
-        info::<FlowWindowRow>(),
-        info::<RetransmitRow>(),
-        info::<StateChangeRow>(),
-        info::<CaptureRow>(),
-        info::<NicCounterRow>(),
-        info::<QpCounterRow>(),
-        info::<InterfaceRow>(),
-        info::<NcclCallRow>(),
-        info::<VerbsCallRow>(),
-        info::<QpRow>(),
-        info::<QpTrafficRow>(),
-        info::<QpSnapshotRow>(),
-        info::<VerbsCompletionRow>(),
-        info::<GpuDeviceRow>(),
-        info::<GpuSampleRow>(),
-        info::<GpuProcessRow>(),
-        info::<GpuEventRow>(),
-        info::<WindowRow>(),
-    ]
+    let mut tables = vec![
+        TableInfo::of::<FlowRow>(),
+        TableInfo::of::<FlowSnapshotRow>(),
+        TableInfo::of::<RttRow>(),
+        TableInfo::of::<FlowWindowRow>(),
+        TableInfo::of::<RetransmitRow>(),
+        TableInfo::of::<StateChangeRow>(),
+        TableInfo::of::<CaptureRow>(),
+        TableInfo::of::<NicCounterRow>(),
+        TableInfo::of::<QpCounterRow>(),
+        TableInfo::of::<InterfaceRow>(),
+    ];
+    tables.extend(probe_families().iter().flat_map(|f| f.tables()));
+    tables.extend([
+        TableInfo::of::<GpuDeviceRow>(),
+        TableInfo::of::<GpuSampleRow>(),
+        TableInfo::of::<GpuProcessRow>(),
+        TableInfo::of::<GpuEventRow>(),
+        TableInfo::of::<WindowRow>(),
+    ]);
+    tables
 }

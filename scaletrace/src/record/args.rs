@@ -213,6 +213,20 @@ fn ring_wakeup_bytes(ring_buffer_kib: u32) -> u64 {
 }
 
 impl RecordArgs {
+    /// The libraries given with a probe family's flag (`AttachTarget::explicit_libraries`).
+    pub fn explicit_libraries(&self, flag: &str) -> Vec<PathBuf> {
+        match flag {
+            "nccl-lib" => self.nccl_libs.clone(),
+            "verbs-lib" => self.verbs_libs.clone(),
+            "verbs-provider-lib" => self.verbs_provider_libs.clone(),
+            other => {
+                // a family naming a flag this list lacks is a bug of the build, not of the input
+                log::error!("no command-line flag --{other}: its libraries are found without it");
+                Vec::new()
+            }
+        }
+    }
+
     /// The eBPF configuration for these flags; `netns_cookie` is resolved by the caller.
     pub fn config(&self, netns_cookie: u64) -> Result<Config> {
         let mut cfg = Config::DEFAULT;
@@ -277,6 +291,32 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         args: RecordArgs,
+    }
+
+    /// The flags the probe families ask for by name are this command line's.
+    #[test]
+    fn each_probe_familys_library_flag_reaches_it() {
+        use crate::sources::{nccl::attach::NCCL, verbs::attach};
+        let cli = Cli::try_parse_from([
+            "record",
+            "--nccl-lib",
+            "/a/libnccl.so.2",
+            "--verbs-lib",
+            "/b/libibverbs.so.1",
+            "--verbs-provider-lib",
+            "/c/libmlx5.so.1",
+        ])
+        .unwrap();
+        let libs = |flag| cli.args.explicit_libraries(flag);
+        assert_eq!(libs(NCCL.flag), [PathBuf::from("/a/libnccl.so.2")]);
+        assert_eq!(
+            libs(attach::VERBS.flag),
+            [PathBuf::from("/b/libibverbs.so.1")]
+        );
+        assert_eq!(
+            libs(attach::PROVIDER_FLAG),
+            [PathBuf::from("/c/libmlx5.so.1")]
+        );
     }
 
     /// The kernel memory `--help` states per flow and per QP is what their map entries take, to

@@ -31,7 +31,7 @@ use crate::{
     layout::Layout,
     node::NodeIdentity,
     probe,
-    sources::{nccl, tcp::open_flows::OpenFlows, uprobes, verbs},
+    sources::{family::AttachTarget, probe_families, tcp::open_flows::OpenFlows},
     tracefs,
 };
 
@@ -136,37 +136,15 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
         &cgroup,
         netns_path.as_deref(),
     )?;
-    for (family, explicit, lib_prefix, soname) in [
-        (
-            &nccl::attach::NCCL,
-            &args.nccl_libs,
-            "libnccl.so",
-            "libnccl.so",
-        ),
-        (
-            &verbs::attach::VERBS,
-            &args.verbs_libs,
-            "libibverbs.so",
-            "libibverbs.so.1",
-        ),
-    ] {
-        let (libs, source) = crate::sources::uprobes::libraries::find_libraries(
-            explicit, args.pid, lib_prefix, soname,
-        );
-        if libs.is_empty() {
-            log::info!(
-                "no {soname} found (pass --{}-lib or --pid): {} calls are not traced",
-                family.label,
-                family.label
-            );
-        } else {
-            log::debug!("{} libraries from {source}: {libs:?}", family.label);
-            uprobes::attach_uprobes(&mut ebpf, family, &libs, args.pid, &mut hooks);
-        }
+    let explicit_libraries = |flag: &str| args.explicit_libraries(flag);
+    let target = AttachTarget {
+        pid: args.pid,
+        explicit_libraries: &explicit_libraries,
+    };
+    for family in probe_families() {
+        log::debug!("attaching the {} probes", family.label());
+        family.attach(&mut ebpf, &target, &mut hooks);
     }
-    let providers =
-        crate::sources::verbs::providers::find_providers(&args.verbs_provider_libs, args.pid);
-    verbs::attach::attach_verbs_providers(&mut ebpf, &providers, args.pid, &mut hooks);
     for (hook, why) in &hooks.missing {
         log::warn!("{hook} not attached: {why}");
     }

@@ -16,17 +16,19 @@ use super::{
 };
 use crate::{
     clock::{now_ns, ClockOffset},
-    columns::Table,
-    decode::{decode, Event},
+    columns::Table as _,
+    decode::{decode, Event, ProbeRecord},
     hooks::Hooks,
     interfaces::InterfaceRow,
     layout::Layout,
     node::NodeIdentity,
     parquet_sink::{OpenTable, TableWriter},
     sources::{
+        family::{interval_files, FamilySink, Handled, IntervalFiles, RowContext, TableFiles},
         gpu::tables::*,
-        nccl::tables::*,
+        nccl::tables::NcclCallRow,
         nic::{tables::*, NicSampler},
+        probe_families,
         tcp::{assemble::Assembler, tables::*},
         verbs::{qp_counters::QpSampler, tables::*},
     },
@@ -51,64 +53,74 @@ struct Snapshots {
     qps: Vec<QpSnapshotRow>,
 }
 
-/// Declares the files of one interval once: the struct (a typed file per table, for pushing
-/// rows), how they are created, and the list of all of them (for everything else).
-macro_rules! interval_files {
-    ($($field:ident: $row:ty),* $(,)?) => {
-        /// The files of one interval (the whole run for `record`).
-        struct Writers {
-            $($field: TableWriter<$row>,)*
-        }
-
-        impl Writers {
-            fn create(layout: &Layout, metadata: &[(String, String)]) -> Result<Self> {
-                Ok(Writers {
-                    $($field: TableWriter::create_at(layout.root(), layout.path(<$row>::NAME), metadata)?,)*
-                })
-            }
-
-            fn files(&self) -> Vec<&dyn OpenTable> {
-                vec![$(&self.$field as &dyn OpenTable),*]
-            }
-
-            fn into_files(self) -> Vec<Box<dyn OpenTable>> {
-                vec![$(Box::new(self.$field) as Box<dyn OpenTable>),*]
-            }
-        }
-    };
-}
-
 interval_files! {
-    flows: FlowRow,
-    rtt: RttRow,
-    flow_windows: FlowWindowRow,
-    retransmits: RetransmitRow,
-    states: StateChangeRow,
-    nic: NicCounterRow,
-    qp_counters: QpCounterRow,
-    nccl: NcclCallRow,
-    verbs: VerbsCallRow,
-    qps: QpRow,
-    completions: VerbsCompletionRow,
-    gpu_samples: GpuSampleRow,
-    gpu_processes: GpuProcessRow,
+    /// The recorder's own files of one interval (the whole run for `record`): TCP's, the NIC
+    /// counters' and the GPU samples'. Each probe family keeps its own (`FamilySink`).
+    struct Writers {
+        flows: FlowRow,
+        rtt: RttRow,
+        flow_windows: FlowWindowRow,
+        retransmits: RetransmitRow,
+        states: StateChangeRow,
+        nic: NicCounterRow,
+        qp_counters: QpCounterRow,
+        gpu_samples: GpuSampleRow,
+        gpu_processes: GpuProcessRow,
+    }
 }
 
-impl Writers {
-    /// Rows accepted by all open files.
-    fn rows(&self) -> u64 {
-        self.files().iter().map(|f| f.rows()).sum()
-    }
-
-    /// Estimated bytes of all open files.
-    fn bytes(&self) -> u64 {
-        self.files().iter().map(|f| f.bytes()).sum()
-    }
-
-    fn abandon(self) {
-        for f in self.into_files() {
-            f.abandon();
+/// Creates an interval's files: the recorder's, returned, and each family's, kept aside in it
+/// until its `start_next`. Nothing is left behind if one cannot be created.
+fn open_interval(
+    families: &mut [Box<dyn FamilySink>],
+    layout: &Layout,
+    metadata: &[(String, String)],
+) -> Result<Writers> {
+    let path = |table: &str| layout.path(table);
+    let files = table_files(layout, &path, metadata);
+    let writers = Writers::create(&files)?;
+    let prepared = families
+        .iter_mut()
+        .try_for_each(|family| family.prepare_next(&files));
+    if let Err(e) = prepared {
+        for family in families.iter_mut() {
+            family.discard_next();
         }
+        abandon_all(writers.into_files());
+        return Err(e);
+    }
+    Ok(writers)
+}
+
+/// An interval's files, taken from the sinks to be closed: the recorder's own (none while the
+/// disk is full), and the probe families'.
+type TakenInterval = (Option<Writers>, Vec<Box<dyn OpenTable>>);
+
+/// Rows of `table` in `files`.
+fn rows_of(files: &[Box<dyn OpenTable>], table: &str) -> u64 {
+    files
+        .iter()
+        .filter(|f| f.table() == table)
+        .map(|f| f.rows())
+        .sum()
+}
+
+fn abandon_all(files: Vec<Box<dyn OpenTable>>) {
+    for f in files {
+        f.abandon();
+    }
+}
+
+/// Where an interval's files go.
+fn table_files<'a>(
+    layout: &'a Layout,
+    path: &'a dyn Fn(&str) -> std::path::PathBuf,
+    metadata: &'a [(String, String)],
+) -> TableFiles<'a> {
+    TableFiles {
+        root: layout.root(),
+        path,
+        metadata,
     }
 }
 
@@ -142,9 +154,12 @@ pub struct Sinks {
     node: NodeIdentity,
     layout: Layout,
     metadata: Vec<(String, String)>,
-    /// The open interval's files; None only inside `finish`.
+    /// The open interval's own files; None only inside `finish` and while the disk is full.
     writers: Option<Writers>,
-    qp_tracker: crate::sources::verbs::QpTracker,
+    /// Every probe family, with its open interval's files (`sources::probe_families`).
+    families: Vec<Box<dyn FamilySink>>,
+    /// The family that decodes each record kind (by `EventHeader::kind`).
+    family_of_kind: [Option<usize>; EVENT_KINDS as usize],
     clock: ClockOffset,
     nic_sampler: Option<NicSampler>,
     /// RDMA QPs, read with the NIC counters
@@ -220,12 +235,24 @@ impl Sinks {
                 clock.error_ns.to_string(),
             ),
         ];
+        let mut families = probe_families();
+        let mut family_of_kind = [None; EVENT_KINDS as usize];
+        for (i, family) in families.iter().enumerate() {
+            for &kind in family.record_kinds() {
+                family_of_kind[kind as usize] = Some(i);
+            }
+        }
+        let writers = open_interval(&mut families, &layout, &metadata)?;
+        for family in &mut families {
+            family.start_next();
+        }
         Ok(Sinks {
             assembler: Assembler::new(node.hostname.clone(), *clock),
             node: node.clone(),
-            writers: Some(Writers::create(&layout, &metadata)?),
+            writers: Some(writers),
+            families,
+            family_of_kind,
             layout,
-            qp_tracker: Default::default(),
             clock: *clock,
             nic_sampler: nic_sysfs.map(|root| NicSampler::new(root, &node.hostname)),
             qp_sampler: nic_sysfs.map(|_| QpSampler::new(&node.hostname)),
@@ -297,9 +324,39 @@ impl Sinks {
         }
     }
 
+    /// The open interval's files, the recorder's and the families'.
+    fn open_files(&self) -> Vec<&dyn OpenTable> {
+        let mut files = self.writers.as_ref().map(|w| w.files()).unwrap_or_default();
+        files.extend(self.families.iter().flat_map(|f| f.open_files()));
+        files
+    }
+
+    /// Closes over the open interval: its files, the recorder's and the families', to be
+    /// closed or abandoned.
+    fn take_interval(&mut self) -> TakenInterval {
+        let families = self
+            .families
+            .iter_mut()
+            .flat_map(|f| f.take_open())
+            .collect();
+        (self.writers.take(), families)
+    }
+
+    /// Opens the files of the interval `layout` names; the open ones, returned, stay open
+    /// if any file cannot be created.
+    fn start_interval(&mut self, layout: &Layout) -> Result<TakenInterval> {
+        let writers = open_interval(&mut self.families, layout, &self.metadata)?;
+        let families = self
+            .families
+            .iter_mut()
+            .flat_map(|f| f.start_next())
+            .collect();
+        Ok((self.writers.replace(writers), families))
+    }
+
     /// Estimated bytes of the open interval's files.
     pub fn open_bytes(&self) -> u64 {
-        self.writers.as_ref().map_or(0, Writers::bytes)
+        self.open_files().iter().map(|f| f.bytes()).sum()
     }
 
     /// Start of the open interval (UTC ns).
@@ -377,12 +434,11 @@ impl Sinks {
     /// files free their space; returns how many bytes they held. `try_resume` opens new ones.
     pub fn drop_open_interval(&mut self) -> u64 {
         self.disk_full = true;
-        let Some(w) = self.writers.take() else {
-            return 0;
-        };
-        let bytes = w.bytes();
-        self.accounting.rows_lost_disk_full += w.rows();
-        w.abandon();
+        let (writers, mut files) = self.take_interval();
+        files.extend(writers.map(IntervalFiles::into_files).unwrap_or_default());
+        let bytes = files.iter().map(|f| f.bytes()).sum();
+        self.accounting.rows_lost_disk_full += files.iter().map(|f| f.rows()).sum::<u64>();
+        abandon_all(files);
         bytes
     }
 
@@ -392,9 +448,9 @@ impl Sinks {
             return true;
         }
         let next = self.layout.next(now_ns(libc::CLOCK_REALTIME));
-        match Writers::create(&next, &self.metadata) {
-            Ok(w) => {
-                self.writers = Some(w);
+        match self.start_interval(&next) {
+            Ok(_) => {
+                // (nothing was open: `drop_open_interval` took it all)
                 self.layout = next;
                 self.disk_full = false;
                 true
@@ -426,10 +482,10 @@ impl Sinks {
     }
 
     /// Removes the files of a run that never started.
-    pub fn abandon(self) {
-        if let Some(w) = self.writers {
-            w.abandon();
-        }
+    pub fn abandon(mut self) {
+        let (writers, files) = self.take_interval();
+        abandon_all(files);
+        abandon_all(writers.map(IntervalFiles::into_files).unwrap_or_default());
     }
 
     /// One record of the ring buffer, decoded (or not: counted in `decode_errors`).
@@ -468,31 +524,39 @@ impl Sinks {
                 let row = self.assembler.state_change(&e);
                 self.push_with(|w| w.states.push(row))
             }
-            Event::VerbsCall(e) => {
-                let clock = self.clock;
-                let row = crate::sources::verbs::call_row(&e, &self.node.hostname, |m| {
-                    clock.to_utc_ns(m)
-                });
-                let assembler = &mut self.assembler;
-                if let Some(qp) = self.qp_tracker.observe(&row, || assembler.job(e.cgroup_id)) {
-                    self.push_with(|w| w.qps.push(qp))?;
-                }
-                self.push_with(|w| w.verbs.push(row))
-            }
-            Event::VerbsCompletion(e) => {
-                let clock = self.clock;
-                let row = crate::sources::verbs::completion_row(&e, &self.node.hostname, |m| {
-                    clock.to_utc_ns(m)
-                });
-                self.push_with(|w| w.completions.push(row))
-            }
-            Event::NcclCall(e) => {
-                let clock = self.clock;
-                let row =
-                    crate::sources::nccl::call_row(&e, &self.node.hostname, |m| clock.to_utc_ns(m));
-                self.push_with(|w| w.nccl.push(row))
-            }
+            Event::Probe(record) => self.handle_probe(record),
         }
+    }
+
+    /// A probe family's record, to the family that sends its kind.
+    fn handle_probe(&mut self, record: ProbeRecord) -> Result<()> {
+        let Some(family) = self
+            .family_of_kind
+            .get(record.kind as usize)
+            .copied()
+            .flatten()
+        else {
+            self.accounting.decode_errors += 1;
+            log::debug!("undecodable record: no family sends kind {}", record.kind);
+            return Ok(());
+        };
+        let assembler = &mut self.assembler;
+        let mut cx = RowContext {
+            host: &self.node.hostname,
+            clock: self.clock,
+            job: &mut |cgroup_id| assembler.job(cgroup_id),
+        };
+        let handled = self.families[family].record(
+            record.kind,
+            &record.bytes,
+            &mut cx,
+            &mut self.accounting.rows_lost_disk_full,
+        )?;
+        if let Handled::Undecodable(e) = handled {
+            self.accounting.decode_errors += 1;
+            log::debug!("undecodable record: {e}");
+        }
+        Ok(())
     }
 
     /// Writes a flow's final row, and the window it still held (`capture_end_mono`
@@ -649,8 +713,11 @@ impl Sinks {
     ) -> Result<()> {
         let end_utc = now_ns(libc::CLOCK_REALTIME);
         let next = self.layout.next(end_utc);
-        let writers = Writers::create(&next, &self.metadata)?;
-        let old = self.writers.replace(writers).context(CLOSED)?;
+        if self.writers.is_none() {
+            bail!(CLOSED);
+        }
+        let (old, old_families) = self.start_interval(&next)?;
+        let old = old.context(CLOSED)?;
         let old_layout = std::mem::replace(&mut self.layout, next);
         let snapshots = Snapshots {
             flows: self.snapshot_open_flows(
@@ -662,6 +729,7 @@ impl Sinks {
         };
         let result = self.close_interval(
             old,
+            old_families,
             &old_layout,
             counters,
             hooks,
@@ -679,7 +747,8 @@ impl Sinks {
     #[allow(clippy::too_many_arguments)]
     fn close_interval(
         &mut self,
-        mut w: Writers,
+        w: Writers,
+        family_files: Vec<Box<dyn OpenTable>>,
         layout: &Layout,
         counters: &KernelCounters,
         hooks: &Hooks,
@@ -724,8 +793,8 @@ impl Sinks {
                 rtt: w.rtt.rows(),
                 retransmits: w.retransmits.rows(),
                 states: w.states.rows(),
-                nccl: w.nccl.rows(),
-                verbs: w.verbs.rows(),
+                nccl: rows_of(&family_files, NcclCallRow::NAME),
+                verbs: rows_of(&family_files, VerbsCallRow::NAME),
             },
             counters,
             qps_evicted,
@@ -799,12 +868,7 @@ impl Sinks {
         self.closed.rtt += w.rtt.rows();
         self.closed.retransmits += w.retransmits.rows();
         self.closed.states += w.states.rows();
-        if tables.is_some() {
-            for qp in self.qp_tracker.remaining() {
-                note(w.qps.push(qp));
-            }
-        }
-        for file in w.into_files() {
+        for file in w.into_files().into_iter().chain(family_files) {
             close!(file);
         }
         let interfaces = self.interfaces.clone();
@@ -866,10 +930,15 @@ impl Sinks {
             );
         }
         // (after `try_resume`, which opens the files of a new interval)
+        for family in &mut self.families {
+            note(family.last_interval(&mut self.accounting.rows_lost_disk_full));
+        }
         let layout = self.layout.clone();
-        let writers = self.writers.take().context(CLOSED)?;
+        let (writers, family_files) = self.take_interval();
+        let writers = writers.context(CLOSED)?;
         let capture = self.close_interval(
             writers,
+            family_files,
             &layout,
             &counters,
             hooks,
@@ -1553,5 +1622,77 @@ mod tests {
             .filter_map(|e| e.ok())
             .filter(|e| e.file_type().is_file() && e.path().extension() == Some("parquet".as_ref()))
             .count()
+    }
+
+    fn nccl_call(count: u64) -> Vec<u8> {
+        let mut e = NcclCallEvent::default();
+        e.header.kind = EVENT_NCCL_CALL;
+        e.op = NCCL_ALL_REDUCE;
+        e.count = count;
+        crate::decode::bytes_of(&e)
+    }
+
+    /// A successful ibv_create_qp of QP `qp_num` (a pointer returned: not null).
+    fn qp_created(qp_num: u32) -> Vec<u8> {
+        let mut e = VerbsCallEvent::default();
+        e.header.kind = EVENT_VERBS_CALL;
+        e.op = VERBS_CREATE_QP;
+        e.ret = 0x1000;
+        e.qp_num = qp_num;
+        crate::decode::bytes_of(&e)
+    }
+
+    #[test]
+    fn each_probe_familys_records_reach_its_tables_and_the_capture_row_counts_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sinks = per_run_sinks(dir.path());
+        let mut kernel = FakeKernel::default();
+        let no_family = crate::decode::bytes_of(&EventHeader::default()); // kind 0: nobody's
+        let raw = [
+            nccl_call(1 << 20),
+            nccl_call(7),
+            qp_created(0x11),
+            nccl_call(9)[..30].to_vec(), // cut short: the family cannot decode it
+            no_family,
+        ];
+        sinks.drain(records(&raw)).unwrap();
+        sinks
+            .finish(Vec::new(), &mut kernel, &Hooks::default())
+            .unwrap();
+        assert_eq!(column(dir.path(), "nccl_calls", "count"), [1 << 20, 7]);
+        assert_eq!(column(dir.path(), "verbs_calls", "qp_num"), [0x11]);
+        // a QP alive at the end gets its row from the family's last interval
+        assert_eq!(column(dir.path(), "qps", "qp_num"), [0x11]);
+        assert_eq!(column(dir.path(), "capture", "nccl_calls"), [2]);
+        assert_eq!(column(dir.path(), "capture", "verbs_calls"), [1]);
+        assert_eq!(column(dir.path(), "capture", "decode_errors"), [2]);
+    }
+
+    #[test]
+    fn a_probe_familys_rows_while_the_disk_is_full_are_counted_lost_and_it_resumes_with_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sinks = hive_sinks(dir.path());
+        let mut kernel = FakeKernel::default();
+        sinks.drain(records(&[nccl_call(1)])).unwrap();
+        assert!(sinks.open_bytes() > 0);
+        sinks.drop_open_interval(); // its one row lost
+        assert_eq!(sinks.open_bytes(), 0);
+        sinks
+            .drain(records(&[nccl_call(2), qp_created(5)]))
+            .unwrap(); // two rows lost
+        assert!(sinks.try_resume());
+        sinks.drain(records(&[nccl_call(3)])).unwrap();
+        sinks
+            .finish(Vec::new(), &mut kernel, &Hooks::default())
+            .unwrap();
+        assert_eq!(column(dir.path(), "nccl_calls", "count"), [3]);
+        // the QP's create was lost with its row, but the family saw it: alive at the end
+        assert_eq!(column(dir.path(), "qps", "qp_num"), [5]);
+        assert_eq!(
+            column(dir.path(), "capture", "rows_lost_disk_full")
+                .iter()
+                .sum::<u64>(),
+            3 // the dropped file's call, the call while no file was open, the create's call row
+        );
     }
 }

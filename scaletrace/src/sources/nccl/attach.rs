@@ -5,6 +5,9 @@ pub const NCCL: UprobeFamily = UprobeFamily {
     label: "nccl",
     functions: &scaletrace_common::NCCL_FUNCTIONS,
     program: nccl_program,
+    flag: "nccl-lib",
+    lib_prefix: "libnccl.so",
+    soname: "libnccl.so",
 };
 
 /// eBPF program name of the entry probe of an NCCL function: ncclAllReduce -> nccl_all_reduce.

@@ -3,10 +3,61 @@
 pub mod attach;
 pub mod tables;
 
+use anyhow::Result;
+use aya::Ebpf;
 use scaletrace_common::*;
 
-use crate::sources::uprobes::CallTiming;
+use crate::{
+    columns::TableInfo,
+    decode::read_record,
+    hooks::Hooks,
+    sources::{
+        family::{interval_files, AttachTarget, ProbeFamily, RowContext, Rows},
+        uprobes::{attach_found, CallTiming},
+    },
+};
 use tables::NcclCallRow;
+
+/// The NCCL family: one row per call of NCCL's public API.
+pub struct Nccl;
+
+interval_files! {
+    /// NCCL's file of one interval.
+    pub struct NcclFiles {
+        calls: NcclCallRow,
+    }
+}
+
+impl ProbeFamily for Nccl {
+    type Files = NcclFiles;
+    type Record = NcclCallEvent;
+    const LABEL: &'static str = "nccl";
+    const RECORD_KINDS: &'static [u32] = &[EVENT_NCCL_CALL];
+
+    fn tables() -> Vec<TableInfo> {
+        vec![TableInfo::of::<NcclCallRow>()]
+    }
+
+    fn attach(ebpf: &mut Ebpf, target: &AttachTarget, hooks: &mut Hooks) {
+        attach_found(ebpf, &attach::NCCL, target, hooks);
+    }
+
+    fn decode(_kind: u32, bytes: &[u8]) -> Result<NcclCallEvent> {
+        read_record(bytes)
+    }
+
+    fn record(
+        &mut self,
+        e: NcclCallEvent,
+        out: &mut Rows<NcclFiles>,
+        cx: &mut RowContext,
+    ) -> Result<()> {
+        let clock = cx.clock;
+        out.push(call_row(&e, cx.host, |m| clock.to_utc_ns(m)), |f| {
+            &mut f.calls
+        })
+    }
+}
 
 pub fn op_name(op: u32) -> &'static str {
     match op {

@@ -22,6 +22,37 @@ pub struct UprobeFamily {
     pub functions: &'static [(u32, &'static str)],
     /// Entry program name for a symbol; the return program adds `_ret`.
     pub program: fn(&str) -> String,
+    /// The command-line flag that names its libraries (`--<flag>`, repeatable).
+    pub flag: &'static str,
+    /// File names its libraries start with, in a process's maps (`--pid`).
+    pub lib_prefix: &'static str,
+    /// The soname the dynamic loader resolves (without `--pid`).
+    pub soname: &'static str,
+}
+
+/// Finds the family's libraries (its flag, else `--pid`'s maps, else the loader's cache) and
+/// attaches its probes to each; none found is said once, at info level (most hosts have no
+/// NCCL or RDMA).
+pub fn attach_found(
+    ebpf: &mut Ebpf,
+    family: &UprobeFamily,
+    target: &super::family::AttachTarget,
+    hooks: &mut Hooks,
+) {
+    let explicit = (target.explicit_libraries)(family.flag);
+    let (libs, source) =
+        libraries::find_libraries(&explicit, target.pid, family.lib_prefix, family.soname);
+    if libs.is_empty() {
+        log::info!(
+            "no {} found (pass --{} or --pid): {} calls are not traced",
+            family.soname,
+            family.flag,
+            family.label
+        );
+    } else {
+        log::debug!("{} libraries from {source}: {libs:?}", family.label);
+        attach_uprobes(ebpf, family, &libs, target.pid, hooks);
+    }
 }
 
 /// Probes fire for one process (`--pid`) or for all.

@@ -11,7 +11,13 @@ pub const VERBS: UprobeFamily = UprobeFamily {
     label: "verbs",
     functions: &scaletrace_common::VERBS_FUNCTIONS,
     program: str::to_string,
+    flag: "verbs-lib",
+    lib_prefix: "libibverbs.so",
+    soname: "libibverbs.so.1",
 };
+
+/// The flag that names the RDMA provider libraries (their data path).
+pub const PROVIDER_FLAG: &str = "verbs-provider-lib";
 
 /// Attaches the data-path probes to each provider library whose symbol table has
 /// `<prefix>_post_send` / `<prefix>_poll_cq`. Distribution builds strip these static functions;

@@ -7,10 +7,105 @@ pub mod tables;
 
 use std::{collections::HashMap, net::Ipv6Addr};
 
+use anyhow::{bail, Result};
+use aya::Ebpf;
 use scaletrace_common::{verbs_abi, *};
 
-use crate::{decode::comm_string, sources::uprobes::CallTiming};
-use tables::{QpRow, QpTrafficRow, VerbsCallRow, VerbsCompletionRow};
+use crate::{
+    columns::TableInfo,
+    decode::{comm_string, read_record},
+    hooks::Hooks,
+    sources::{
+        family::{interval_files, AttachTarget, ProbeFamily, RowContext, Rows},
+        uprobes::{attach_found, CallTiming},
+    },
+};
+use tables::{QpRow, QpSnapshotRow, QpTrafficRow, VerbsCallRow, VerbsCompletionRow};
+
+/// The verbs family: libibverbs' control path (calls, and each QP followed as a flow) and the
+/// providers' data path (sampled completions). Its per-QP totals live in a kernel table the
+/// recorder reads at rotations and at the end (`qp_snapshots`, `qp_traffic`).
+#[derive(Default)]
+pub struct Verbs {
+    qps: QpTracker,
+}
+
+interval_files! {
+    /// The verbs files of one interval.
+    pub struct VerbsFiles {
+        calls: VerbsCallRow,
+        qps: QpRow,
+        completions: VerbsCompletionRow,
+    }
+}
+
+/// A decoded verbs record.
+pub enum VerbsRecord {
+    Call(VerbsCallEvent),
+    Completion(VerbsCompletionEvent),
+}
+
+impl ProbeFamily for Verbs {
+    type Files = VerbsFiles;
+    type Record = VerbsRecord;
+    const LABEL: &'static str = "verbs";
+    const RECORD_KINDS: &'static [u32] = &[EVENT_VERBS_CALL, EVENT_VERBS_COMPLETION];
+
+    fn tables() -> Vec<TableInfo> {
+        vec![
+            TableInfo::of::<VerbsCallRow>(),
+            TableInfo::of::<QpRow>(),
+            TableInfo::of::<QpTrafficRow>(),
+            TableInfo::of::<QpSnapshotRow>(),
+            TableInfo::of::<VerbsCompletionRow>(),
+        ]
+    }
+
+    fn attach(ebpf: &mut Ebpf, target: &AttachTarget, hooks: &mut Hooks) {
+        attach_found(ebpf, &attach::VERBS, target, hooks);
+        let explicit = (target.explicit_libraries)(attach::PROVIDER_FLAG);
+        let providers = providers::find_providers(&explicit, target.pid);
+        attach::attach_verbs_providers(ebpf, &providers, target.pid, hooks);
+    }
+
+    fn decode(kind: u32, bytes: &[u8]) -> Result<VerbsRecord> {
+        Ok(match kind {
+            EVENT_VERBS_CALL => VerbsRecord::Call(read_record(bytes)?),
+            EVENT_VERBS_COMPLETION => VerbsRecord::Completion(read_record(bytes)?),
+            other => bail!("event kind {other} is not a verbs record"),
+        })
+    }
+
+    fn record(
+        &mut self,
+        record: VerbsRecord,
+        out: &mut Rows<VerbsFiles>,
+        cx: &mut RowContext,
+    ) -> Result<()> {
+        let clock = cx.clock;
+        match record {
+            VerbsRecord::Call(e) => {
+                let row = call_row(&e, cx.host, |m| clock.to_utc_ns(m));
+                if let Some(qp) = self.qps.observe(&row, || (cx.job)(e.cgroup_id)) {
+                    out.push(qp, |f| &mut f.qps)?;
+                }
+                out.push(row, |f| &mut f.calls)
+            }
+            VerbsRecord::Completion(e) => {
+                let row = completion_row(&e, cx.host, |m| clock.to_utc_ns(m));
+                out.push(row, |f| &mut f.completions)
+            }
+        }
+    }
+
+    /// QPs still alive at the end get their row (without a destroy time).
+    fn last_interval(&mut self, out: &mut Rows<VerbsFiles>) -> Result<()> {
+        for qp in self.qps.remaining() {
+            out.push(qp, |f| &mut f.qps)?;
+        }
+        Ok(())
+    }
+}
 
 pub fn op_name(op: u32) -> &'static str {
     VERBS_FUNCTIONS
