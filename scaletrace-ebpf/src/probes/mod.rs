@@ -2,6 +2,7 @@
 //! its attach code in the loader.
 mod bench_source;
 mod calls;
+mod kernel_read;
 mod nccl;
 mod tcp_adopt;
 mod tcp_flow_dump;

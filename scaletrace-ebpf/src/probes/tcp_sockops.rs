@@ -24,7 +24,7 @@ use aya_ebpf::{
 use aya_log_ebpf::debug;
 use scaletrace_common::*;
 
-use super::tcp_adopt::ITER_MARKED;
+use super::{kernel_read::kernel_u64, tcp_adopt::ITER_MARKED};
 use crate::{
     emit::{count, emit_in_place, now_ns},
     filter::{cidr_matches, port_matches},
@@ -56,14 +56,20 @@ static UNSENT_ENDS: HashMap<u64, FlowStats> =
 #[map]
 pub(crate) static TRACKED: HashMap<TrackedKey, u64> = HashMap::with_max_entries(MAX_FLOWS, 0);
 
+/// Whether TRACKED is keyed by namespace too: only where the tracepoints can read a socket's
+/// namespace cookie (the loader found `sock_common.skc_net` and `net.net_cookie` in BTF).
+#[inline(always)]
+pub(crate) fn netns_keyed() -> bool {
+    config!(sock_net) != TracepointOffsets::ABSENT
+        && config!(net_cookie) != TracepointOffsets::ABSENT
+}
+
 /// A flow's key in TRACKED: with its namespace's cookie when the tracepoints can read it.
 #[inline(always)]
 pub(crate) fn tracked_key(tuple: FlowTuple, netns_cookie: u64) -> TrackedKey {
-    let by_netns = config!(sock_net) != TracepointOffsets::ABSENT
-        && config!(net_cookie) != TracepointOffsets::ABSENT;
     TrackedKey {
         tuple,
-        netns_cookie: if by_netns { netns_cookie } else { 0 },
+        netns_cookie: if netns_keyed() { netns_cookie } else { 0 },
     }
 }
 
@@ -498,26 +504,12 @@ fn socket_cgroup_id(ops: *const aya_ebpf::bindings::bpf_sock_ops) -> u64 {
 /// for reads at BTF offsets of what `bpf_sock_ops` does not carry; null when there is none.
 #[inline(always)]
 fn full_socket(ops: *const aya_ebpf::bindings::bpf_sock_ops) -> *const u8 {
-    // SAFETY: a ctx field load, unconditional and straight from the ctx pointer (see
-    // `sockops_tuple`); the verifier types it as a socket pointer or null.
-    let sk = unsafe { core::ptr::read_volatile(&(*ops).__bindgen_anon_2.sk) };
+    let sk = callback_socket(ops);
     if sk.is_null() {
         return core::ptr::null();
     }
     // SAFETY: the helper takes any socket pointer and returns the tcp_sock or null.
     unsafe { bpf_skc_to_tcp_sock(sk as *mut _) as *const u8 }
-}
-
-/// The u64 at `offset` in the kernel struct at `base` (a pointer or an id); 0 when `base` is
-/// null or the read fails.
-#[inline(always)]
-fn kernel_u64(base: *const u8, offset: u16) -> u64 {
-    if base.is_null() {
-        return 0;
-    }
-    // SAFETY: a probe read: the helper checks the address and copies 8 bytes or fails; the
-    // offset lies inside the struct per the kernel's BTF.
-    unsafe { bpf_probe_read_kernel(base.add(offset as usize) as *const u64) }.unwrap_or(0)
 }
 
 #[inline(always)]

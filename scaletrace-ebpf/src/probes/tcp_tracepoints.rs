@@ -3,14 +3,17 @@
 //! with the current task (which attributes a flow to the process that closes it). Their field
 //! offsets come from tracefs through `CONFIG`: Rust eBPF has no CO-RE.
 use aya_ebpf::{
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_probe_read_kernel},
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
     macros::{map, tracepoint},
     maps::PerCpuArray,
     programs::TracePointContext,
 };
 use scaletrace_common::*;
 
-use super::tcp_sockops::{tracked_key, TRACKED};
+use super::{
+    kernel_read::kernel_u64,
+    tcp_sockops::{netns_keyed, tracked_key, TRACKED},
+};
 use crate::{
     emit::{count, emit, header},
     filter::{cidr_matches, port_matches},
@@ -65,17 +68,17 @@ fn tracked_cookie(
     off: &TracepointOffsets,
     tuple: FlowTuple,
 ) -> Option<u64> {
-    let (net_at, cookie_at) = (config!(sock_net), config!(net_cookie));
-    let netns_cookie = if net_at == TracepointOffsets::ABSENT
-        || cookie_at == TracepointOffsets::ABSENT
-    {
-        0
-    } else {
+    let netns_cookie = if netns_keyed() {
         let sk: u64 = field(ctx, off.skaddr).ok()?;
-        // SAFETY: probe reads: the helper checks each address and copies 8 bytes or fails;
-        // the offsets lie inside `struct sock_common` and `struct net` per the kernel's BTF.
-        let net: u64 = unsafe { bpf_probe_read_kernel((sk + net_at as u64) as *const u64) }.ok()?;
-        unsafe { bpf_probe_read_kernel((net + cookie_at as u64) as *const u64) }.ok()?
+        let net = kernel_u64(sk as *const u8, config!(sock_net));
+        // A failed read gives 0, which no namespace has (cookies count from 1): no flow is
+        // looked up under it, so its events are dropped, never put on another flow.
+        match kernel_u64(net as *const u8, config!(net_cookie)) {
+            0 => return None,
+            cookie => cookie,
+        }
+    } else {
+        0
     };
     // SAFETY: the cookie is copied out at once (an entry may be deleted concurrently).
     unsafe { TRACKED.get(tracked_key(tuple, netns_cookie)) }.copied()

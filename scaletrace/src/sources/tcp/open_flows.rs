@@ -139,13 +139,7 @@ mod tests {
         };
         let mut bytes = Vec::new();
         for flow in [filled, FlowStats::default()] {
-            // SAFETY: FlowStats is plain integers; its bytes are what the kernel writes.
-            bytes.extend_from_slice(unsafe {
-                std::slice::from_raw_parts(
-                    (&flow as *const FlowStats).cast::<u8>(),
-                    size_of::<FlowStats>(),
-                )
-            });
+            bytes.extend(crate::decode::bytes_of(&flow));
         }
         let flows = parse(&bytes);
         assert_eq!(flows.len(), 1);
