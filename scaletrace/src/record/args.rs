@@ -293,30 +293,34 @@ mod tests {
         args: RecordArgs,
     }
 
-    /// The flags the probe families ask for by name are this command line's.
+    /// Every flag a probe family asks for by name is this command line's, and its values reach
+    /// the family.
     #[test]
     fn each_probe_familys_library_flag_reaches_it() {
-        use crate::sources::{nccl::attach::NCCL, verbs::attach};
-        let cli = Cli::try_parse_from([
-            "record",
-            "--nccl-lib",
-            "/a/libnccl.so.2",
-            "--verbs-lib",
-            "/b/libibverbs.so.1",
-            "--verbs-provider-lib",
-            "/c/libmlx5.so.1",
-        ])
-        .unwrap();
-        let libs = |flag| cli.args.explicit_libraries(flag);
-        assert_eq!(libs(NCCL.flag), [PathBuf::from("/a/libnccl.so.2")]);
-        assert_eq!(
-            libs(attach::VERBS.flag),
-            [PathBuf::from("/b/libibverbs.so.1")]
-        );
-        assert_eq!(
-            libs(attach::PROVIDER_FLAG),
-            [PathBuf::from("/c/libmlx5.so.1")]
-        );
+        use clap::CommandFactory;
+        let flags: Vec<&str> = crate::sources::probe_families()
+            .iter()
+            .flat_map(|f| f.library_flags().iter().copied())
+            .collect();
+        assert!(flags.len() >= 3, "{flags:?}");
+        let command = Cli::command();
+        for flag in &flags {
+            assert!(
+                command.get_arguments().any(|a| a.get_long() == Some(flag)),
+                "--{flag} is not a flag of record"
+            );
+        }
+        let mut argv = vec!["record".to_string()];
+        for flag in &flags {
+            argv.extend([format!("--{flag}"), format!("/libs/{flag}.so")]);
+        }
+        let cli = Cli::try_parse_from(argv).unwrap();
+        for flag in &flags {
+            assert_eq!(
+                cli.args.explicit_libraries(flag),
+                [PathBuf::from(format!("/libs/{flag}.so"))]
+            );
+        }
     }
 
     /// The kernel memory `--help` states per flow and per QP is what their map entries take, to

@@ -136,12 +136,17 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
         &cgroup,
         netns_path.as_deref(),
     )?;
-    let explicit_libraries = |flag: &str| args.explicit_libraries(flag);
+    let families = probe_families();
+    let explicit_libraries = families
+        .iter()
+        .flat_map(|f| f.library_flags())
+        .map(|&flag| (flag, args.explicit_libraries(flag)))
+        .collect();
     let target = AttachTarget {
         pid: args.pid,
         explicit_libraries: &explicit_libraries,
     };
-    for family in probe_families() {
+    for family in families {
         log::debug!("attaching the {} probes", family.label());
         family.attach(&mut ebpf, &target, &mut hooks);
     }

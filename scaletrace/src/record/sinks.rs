@@ -39,8 +39,8 @@ const CLOSED: &str = "the run's files are already closed";
 /// A change of the wall clock's offset this large is a step to follow, not slewing or noise.
 const CLOCK_STEP_NS: i64 = 100_000_000;
 
-/// How an interval ends: at a rotation, with the open flows' snapshots; or at the end of the
-/// run, with the kernel tables whose remaining QPs and per-QP totals are written.
+/// How an interval ends: at a rotation, with the open flows' and QPs' snapshots; or at the end
+/// of the run, with the kernel tables whose per-QP totals are written.
 enum Interval<'a> {
     Rotation(Snapshots),
     Last(&'a dyn KernelTables),
@@ -69,8 +69,33 @@ interval_files! {
     }
 }
 
+/// The family that sends each record kind. A kind out of range or sent by two families is a
+/// mistake in `sources::probe_families` (a unit test checks it), refused before anything runs.
+fn kind_owners(families: &[Box<dyn FamilySink>]) -> Result<[Option<usize>; EVENT_KINDS as usize]> {
+    let mut owners = [None; EVENT_KINDS as usize];
+    for (i, family) in families.iter().enumerate() {
+        for &kind in family.record_kinds() {
+            let Some(owner) = owners.get_mut(kind as usize).filter(|_| kind != 0) else {
+                bail!(
+                    "the {} family sends record kind {kind}, outside 1..{EVENT_KINDS}",
+                    family.label()
+                );
+            };
+            if let Some(other) = owner.replace(i) {
+                bail!(
+                    "record kind {kind} is sent by both the {} and the {} family",
+                    families[other].label(),
+                    family.label()
+                );
+            }
+        }
+    }
+    Ok(owners)
+}
+
 /// Creates an interval's files: the recorder's, returned, and each family's, kept aside in it
-/// until its `start_next`. Nothing is left behind if one cannot be created.
+/// until its `start_next`. When one cannot be created, none of the new files is left (each set
+/// removes its own, `interval_files!`), and the open ones are untouched.
 fn open_interval(
     families: &mut [Box<dyn FamilySink>],
     layout: &Layout,
@@ -236,12 +261,7 @@ impl Sinks {
             ),
         ];
         let mut families = probe_families();
-        let mut family_of_kind = [None; EVENT_KINDS as usize];
-        for (i, family) in families.iter().enumerate() {
-            for &kind in family.record_kinds() {
-                family_of_kind[kind as usize] = Some(i);
-            }
-        }
+        let family_of_kind = kind_owners(&families)?;
         let writers = open_interval(&mut families, &layout, &metadata)?;
         for family in &mut families {
             family.start_next();
@@ -743,7 +763,8 @@ impl Sinks {
     /// Writes the interval's `capture`, `interfaces` and `gpu_devices` rows and closes every
     /// file, even when
     /// one fails, so one full table does not cost the others. At the end of the run (`tables`)
-    /// also the QPs still alive and the per-QP data-path totals.
+    /// also the per-QP data-path totals (the QPs still alive went into the verbs family's files
+    /// just before, `FamilySink::last_interval`).
     #[allow(clippy::too_many_arguments)]
     fn close_interval(
         &mut self,
@@ -1694,5 +1715,50 @@ mod tests {
                 .sum::<u64>(),
             3 // the dropped file's call, the call while no file was open, the create's call row
         );
+    }
+
+    fn partial_files(root: &Path) -> Vec<std::path::PathBuf> {
+        walkdir::WalkDir::new(root)
+            .into_iter()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_file())
+            .map(|e| e.into_path())
+            .filter(|p| p.to_string_lossy().ends_with(".partial"))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    }
+
+    #[test]
+    fn an_interval_whose_files_cannot_all_be_created_leaves_none_and_the_open_one_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sinks = hive_sinks(dir.path());
+        sinks.drain(records(&[nccl_call(1), rtt(1, 4)])).unwrap();
+        let open = partial_files(dir.path());
+        assert_eq!(
+            open.len(),
+            13,
+            "every table but the ones written whole: {open:?}"
+        );
+        // Something in the way of the next interval's `qps` file (the verbs family's second,
+        // after the recorder's own files and NCCL's have been created).
+        let next = sinks.layout.next(sinks.interval_start_utc + 1);
+        let obstacle = crate::layout::partial_path(&next.path(QpRow::NAME));
+        std::fs::create_dir_all(&obstacle).unwrap();
+        assert!(sinks.start_interval(&next).is_err());
+        assert_eq!(
+            partial_files(dir.path()),
+            open,
+            "new files were left behind"
+        );
+        std::fs::remove_dir(&obstacle).unwrap();
+        // the open interval still takes rows and closes whole
+        sinks.drain(records(&[nccl_call(2), rtt(1, 5)])).unwrap();
+        sinks
+            .finish(Vec::new(), &mut FakeKernel::default(), &Hooks::default())
+            .unwrap();
+        assert_eq!(column(dir.path(), "nccl_calls", "count"), [1, 2]);
+        assert_eq!(column(dir.path(), "rtt", "srtt_us"), [4, 5]);
+        assert_eq!(partial_files(dir.path()), Vec::<std::path::PathBuf>::new());
     }
 }

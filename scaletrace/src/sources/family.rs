@@ -8,7 +8,10 @@
 //! TCP is not one of them: its rows also come from the kernel's flow table (sweeps of unsent
 //! flow ends, snapshots at rotations, the flows left at the end), which the recorder walks.
 //! Nor are the NIC counters and GPU samples, which are sampled, not sent through the ring.
-use std::path::{Path, PathBuf};
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
 
 use anyhow::Result;
 use aya::Ebpf;
@@ -38,9 +41,18 @@ pub struct RowContext<'a> {
 pub struct AttachTarget<'a> {
     /// `--pid`: the one process to probe (None: every process that maps the library).
     pub pid: Option<u32>,
-    /// The libraries named on the command line for a flag (`nccl-lib`, `verbs-lib`, ...), empty
-    /// when the flag was not given.
-    pub explicit_libraries: &'a dyn Fn(&str) -> Vec<PathBuf>,
+    /// The libraries given with each family's library flags (`ProbeFamily::LIBRARY_FLAGS`).
+    pub explicit_libraries: &'a HashMap<&'static str, Vec<PathBuf>>,
+}
+
+impl AttachTarget<'_> {
+    /// The libraries named with `--<flag>`; none when it was not given.
+    pub fn libraries(&self, flag: &str) -> Vec<PathBuf> {
+        self.explicit_libraries
+            .get(flag)
+            .cloned()
+            .unwrap_or_default()
+    }
 }
 
 /// One interval's open files of a family (declared with `interval_files!`).
@@ -59,15 +71,33 @@ macro_rules! interval_files {
         }
 
         impl $crate::sources::family::IntervalFiles for $name {
+            /// All of them or none: when one cannot be created, those made before it are
+            /// removed (a retry of the same interval would find them in its way).
             fn create(files: &$crate::sources::family::TableFiles) -> anyhow::Result<Self> {
                 use $crate::columns::Table as _;
-                Ok($name {
-                    $($field: $crate::parquet_sink::TableWriter::create_at(
-                        files.root,
-                        (files.path)(<$row>::NAME),
-                        files.metadata,
-                    )?,)*
-                })
+                let mut made: Vec<std::path::PathBuf> = Vec::new();
+                let mut create_all = || -> anyhow::Result<Self> {
+                    Ok($name {
+                        $($field: {
+                            let path = (files.path)(<$row>::NAME);
+                            let file = $crate::parquet_sink::TableWriter::create_at(
+                                files.root,
+                                path.clone(),
+                                files.metadata,
+                            )?;
+                            made.push(path);
+                            file
+                        },)*
+                    })
+                };
+                let created = create_all();
+                if created.is_err() {
+                    for path in made {
+                        // (files this call created, each a plain file: `create_at` refuses links)
+                        let _ = std::fs::remove_file($crate::layout::partial_path(&path));
+                    }
+                }
+                created
             }
 
             fn files(&self) -> Vec<&dyn $crate::parquet_sink::OpenTable> {
@@ -90,8 +120,12 @@ pub trait ProbeFamily {
     type Record;
     /// Its name in logs.
     const LABEL: &'static str;
-    /// The ring buffer record kinds its programs send (`EVENT_*` of scaletrace-common).
+    /// The ring buffer record kinds its programs send (`EVENT_*` of scaletrace-common, each
+    /// below `EVENT_KINDS` and sent by no other family).
     const RECORD_KINDS: &'static [u32];
+    /// The command-line flags that name libraries for it (without `--`), declared in
+    /// `record/args.rs` and handed over through `AttachTarget::explicit_libraries`.
+    const LIBRARY_FLAGS: &'static [&'static str] = &[];
 
     /// Its tables, in documentation order (those it writes through the ring and any others it
     /// defines).
@@ -140,7 +174,8 @@ impl<Fs> Rows<'_, Fs> {
 
 /// What became of a record handed to a family.
 pub enum Handled {
-    Written,
+    /// Its rows went to the open files (or were counted as lost while the disk is full).
+    Done,
     Undecodable(anyhow::Error),
 }
 
@@ -149,6 +184,7 @@ pub enum Handled {
 pub trait FamilySink {
     fn label(&self) -> &'static str;
     fn record_kinds(&self) -> &'static [u32];
+    fn library_flags(&self) -> &'static [&'static str];
     fn tables(&self) -> Vec<TableInfo>;
     fn attach(&self, ebpf: &mut Ebpf, target: &AttachTarget, hooks: &mut Hooks);
     /// Creates the next interval's files, kept aside until `start_next`.
@@ -193,6 +229,9 @@ impl<F: ProbeFamily> FamilySink for Registered<F> {
     }
     fn record_kinds(&self) -> &'static [u32] {
         F::RECORD_KINDS
+    }
+    fn library_flags(&self) -> &'static [&'static str] {
+        F::LIBRARY_FLAGS
     }
     fn tables(&self) -> Vec<TableInfo> {
         F::tables()
@@ -244,7 +283,7 @@ impl<F: ProbeFamily> FamilySink for Registered<F> {
             lost: rows_lost,
         };
         self.family.record(record, &mut out, cx)?;
-        Ok(Handled::Written)
+        Ok(Handled::Done)
     }
     fn last_interval(&mut self, rows_lost: &mut u64) -> Result<()> {
         let mut out = Rows {

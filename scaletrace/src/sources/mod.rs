@@ -2,11 +2,16 @@
 //! code and its tables (`tables.rs`). What the uprobe sources share is in `uprobes/`.
 //!
 //! A new probe family is its folder here (its `ProbeFamily`: attach, records to rows, tables)
-//! and its line in `probe_families` (with its `pub mod`), beside its programs in
-//! `scaletrace-ebpf/src/probes/` and its record layout in `scaletrace-common` (both crates read
-//! it). The recorder, the capture accounting and the schema catalog take it from that list.
-//! A family with a command-line flag of its own (a library to probe) also declares the flag in
-//! `record/args.rs`, which hands it over by name (`AttachTarget::explicit_libraries`).
+//! and its line in `probe_families` (with its `pub mod`); the recorder (files, rotation, a full
+//! disk, the run's end), the attach step and the schema catalog take it from that list. Beside
+//! it: its programs in `scaletrace-ebpf/src/probes/` (a file and its `mod` line) and its record
+//! layout and `EVENT_*` kind in `scaletrace-common` (both crates read it; `EVENT_KINDS` grows
+//! by one). Two lists still name families, each guarded by a test: the `capture` table's
+//! per-kind ring-drop columns (`record/accounting.rs`; its test fails until the new kind has
+//! one), and the command-line flags that name a family's libraries (`record/args.rs`, declared
+//! in `ProbeFamily::LIBRARY_FLAGS`; its test fails for a flag the command line lacks). A family
+//! whose rows also come from a kernel table read at rotations and at the end (verbs' per-QP
+//! totals, TCP's flow table) has that part in `record/sinks.rs` through `KernelTables`.
 pub mod family;
 pub mod gpu;
 pub mod nccl;
@@ -31,6 +36,15 @@ mod tests {
     /// family; and no table is defined twice in the catalog the families feed.
     #[test]
     fn every_record_kind_has_one_owner_and_every_table_one_definition() {
+        for family in probe_families() {
+            for &kind in family.record_kinds() {
+                assert!(
+                    (1..EVENT_KINDS).contains(&kind),
+                    "{}: kind {kind} outside 1..EVENT_KINDS",
+                    family.label()
+                );
+            }
+        }
         let tcp = [
             EVENT_FLOW_END,
             EVENT_RTT_SAMPLE,

@@ -33,6 +33,7 @@ impl ProbeFamily for Nccl {
     type Record = NcclCallEvent;
     const LABEL: &'static str = "nccl";
     const RECORD_KINDS: &'static [u32] = &[EVENT_NCCL_CALL];
+    const LIBRARY_FLAGS: &'static [&'static str] = &[attach::NCCL.flag];
 
     fn tables() -> Vec<TableInfo> {
         vec![TableInfo::of::<NcclCallRow>()]

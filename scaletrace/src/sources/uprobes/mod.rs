@@ -39,7 +39,7 @@ pub fn attach_found(
     target: &super::family::AttachTarget,
     hooks: &mut Hooks,
 ) {
-    let explicit = (target.explicit_libraries)(family.flag);
+    let explicit = target.libraries(family.flag);
     let (libs, source) =
         libraries::find_libraries(&explicit, target.pid, family.lib_prefix, family.soname);
     if libs.is_empty() {

@@ -50,6 +50,7 @@ impl ProbeFamily for Verbs {
     type Record = VerbsRecord;
     const LABEL: &'static str = "verbs";
     const RECORD_KINDS: &'static [u32] = &[EVENT_VERBS_CALL, EVENT_VERBS_COMPLETION];
+    const LIBRARY_FLAGS: &'static [&'static str] = &[attach::VERBS.flag, attach::PROVIDER_FLAG];
 
     fn tables() -> Vec<TableInfo> {
         vec![
@@ -63,7 +64,7 @@ impl ProbeFamily for Verbs {
 
     fn attach(ebpf: &mut Ebpf, target: &AttachTarget, hooks: &mut Hooks) {
         attach_found(ebpf, &attach::VERBS, target, hooks);
-        let explicit = (target.explicit_libraries)(attach::PROVIDER_FLAG);
+        let explicit = target.libraries(attach::PROVIDER_FLAG);
         let providers = providers::find_providers(&explicit, target.pid);
         attach::attach_verbs_providers(ebpf, &providers, target.pid, hooks);
     }
@@ -98,12 +99,16 @@ impl ProbeFamily for Verbs {
         }
     }
 
-    /// QPs still alive at the end get their row (without a destroy time).
+    /// QPs still alive at the end get their row (without a destroy time); one that cannot be
+    /// written does not cost the others (the first error is returned).
     fn last_interval(&mut self, out: &mut Rows<VerbsFiles>) -> Result<()> {
+        let mut result = Ok(());
         for qp in self.qps.remaining() {
-            out.push(qp, |f| &mut f.qps)?;
+            if let Err(e) = out.push(qp, |f| &mut f.qps) {
+                result = result.and(Err(e));
+            }
         }
-        Ok(())
+        result
     }
 }
 
