@@ -1,6 +1,8 @@
 //! DuckDB through its C API, loaded at run time: only `analyze` and `sql --run` need it, so
-//! `record` on the nodes does not depend on a 70 MB library. Results come back as JSON built
-//! by DuckDB itself (`to_json`), which keeps this binding to a handful of functions.
+//! `record` on the nodes does not depend on a 70 MB library (the `duckdb` crate links it at
+//! build time, and needs another arrow major version: measured and decided in the notes of
+//! issue 16). Results come back as JSON built by DuckDB itself (`to_json`), which keeps this
+//! binding to a handful of functions, each looked up once when the library is loaded (`Api`).
 use std::{
     ffi::{c_char, c_void, CStr, CString},
     path::{Path, PathBuf},
@@ -38,12 +40,47 @@ impl RawResult {
 type Handle = *mut c_void;
 const SUCCESS: i32 = 0;
 
+/// The C API functions this binding calls, with their types as in duckdb.h (1.x). Plain
+/// function pointers: valid while `DuckDb::lib`, loaded before and dropped after them, is.
+struct Api {
+    query: unsafe extern "C" fn(Handle, *const c_char, *mut RawResult) -> i32,
+    destroy_result: unsafe extern "C" fn(*mut RawResult),
+    result_error: unsafe extern "C" fn(*mut RawResult) -> *const c_char,
+    row_count: unsafe extern "C" fn(*mut RawResult) -> u64,
+    value_is_null: unsafe extern "C" fn(*mut RawResult, u64, u64) -> bool,
+    value_varchar: unsafe extern "C" fn(*mut RawResult, u64, u64) -> *mut c_char,
+    free: unsafe extern "C" fn(*mut c_void),
+    disconnect: unsafe extern "C" fn(*mut Handle),
+    close: unsafe extern "C" fn(*mut Handle),
+}
+
+impl Api {
+    fn load(lib: &Library) -> Result<Api> {
+        // SAFETY: each type is the function's in duckdb.h (1.x).
+        unsafe {
+            Ok(Api {
+                query: *sym(lib, b"duckdb_query\0")?,
+                destroy_result: *sym(lib, b"duckdb_destroy_result\0")?,
+                result_error: *sym(lib, b"duckdb_result_error\0")?,
+                row_count: *sym(lib, b"duckdb_row_count\0")?,
+                value_is_null: *sym(lib, b"duckdb_value_is_null\0")?,
+                value_varchar: *sym(lib, b"duckdb_value_varchar\0")?,
+                free: *sym(lib, b"duckdb_free\0")?,
+                disconnect: *sym(lib, b"duckdb_disconnect\0")?,
+                close: *sym(lib, b"duckdb_close\0")?,
+            })
+        }
+    }
+}
+
 /// An in-memory DuckDB database with one connection.
 pub struct DuckDb {
-    lib: Library,
+    api: Api,
     db: Handle,
     conn: Handle,
     pub library: PathBuf,
+    // (last: dropped after the handles are closed through `api`)
+    lib: Library,
 }
 
 /// Where the library is looked for, in order.
@@ -91,6 +128,7 @@ impl DuckDb {
     }
 
     fn connect(lib: Library, library: PathBuf) -> Result<Self> {
+        let api = Api::load(&lib)?;
         let mut db: Handle = std::ptr::null_mut();
         let mut conn: Handle = std::ptr::null_mut();
         // SAFETY: signatures as in duckdb.h (1.x); out-pointers point at live locals.
@@ -110,10 +148,11 @@ impl DuckDb {
             }
         }
         Ok(DuckDb {
-            lib,
+            api,
             db,
             conn,
             library,
+            lib,
         })
     }
 
@@ -131,44 +170,32 @@ impl DuckDb {
     fn run(&self, sql: &str) -> Result<Option<String>> {
         let text = CString::new(sql).context("SQL contains a NUL byte")?;
         let mut result = RawResult::empty();
-        // SAFETY: signatures as in duckdb.h; `result` is destroyed on every path below.
+        let api = &self.api;
+        // SAFETY: `api` holds duckdb.h's signatures; `result` is destroyed on every path below.
         unsafe {
-            let query: Symbol<unsafe extern "C" fn(Handle, *const c_char, *mut RawResult) -> i32> =
-                sym(&self.lib, b"duckdb_query\0")?;
-            let destroy: Symbol<unsafe extern "C" fn(*mut RawResult)> =
-                sym(&self.lib, b"duckdb_destroy_result\0")?;
-            let state = query(self.conn, text.as_ptr(), &mut result);
+            let state = (api.query)(self.conn, text.as_ptr(), &mut result);
             if state != SUCCESS {
-                let error: Symbol<unsafe extern "C" fn(*mut RawResult) -> *const c_char> =
-                    sym(&self.lib, b"duckdb_result_error\0")?;
-                let msg = error(&mut result);
+                let msg = (api.result_error)(&mut result);
                 let msg = if msg.is_null() {
                     "unknown error".to_string()
                 } else {
                     CStr::from_ptr(msg).to_string_lossy().into_owned()
                 };
-                destroy(&mut result);
+                (api.destroy_result)(&mut result);
                 return Err(anyhow!("{}", msg.lines().next().unwrap_or("")));
             }
-            let rows: Symbol<unsafe extern "C" fn(*mut RawResult) -> u64> =
-                sym(&self.lib, b"duckdb_row_count\0")?;
-            let is_null: Symbol<unsafe extern "C" fn(*mut RawResult, u64, u64) -> bool> =
-                sym(&self.lib, b"duckdb_value_is_null\0")?;
-            let varchar: Symbol<unsafe extern "C" fn(*mut RawResult, u64, u64) -> *mut c_char> =
-                sym(&self.lib, b"duckdb_value_varchar\0")?;
-            let free: Symbol<unsafe extern "C" fn(*mut c_void)> = sym(&self.lib, b"duckdb_free\0")?;
             let mut cell = None;
             if result.deprecated_column_count > 0
-                && rows(&mut result) > 0
-                && !is_null(&mut result, 0, 0)
+                && (api.row_count)(&mut result) > 0
+                && !(api.value_is_null)(&mut result, 0, 0)
             {
-                let p = varchar(&mut result, 0, 0);
+                let p = (api.value_varchar)(&mut result, 0, 0);
                 if !p.is_null() {
                     cell = Some(CStr::from_ptr(p).to_string_lossy().into_owned());
-                    free(p.cast());
+                    (api.free)(p.cast());
                 }
             }
-            destroy(&mut result);
+            (api.destroy_result)(&mut result);
             Ok(cell)
         }
     }
@@ -207,16 +234,8 @@ impl Drop for DuckDb {
     fn drop(&mut self) {
         // SAFETY: handles were created by duckdb_connect/duckdb_open and are closed once.
         unsafe {
-            if let Ok(disconnect) =
-                sym::<unsafe extern "C" fn(*mut Handle)>(&self.lib, b"duckdb_disconnect\0")
-            {
-                disconnect(&mut self.conn);
-            }
-            if let Ok(close) =
-                sym::<unsafe extern "C" fn(*mut Handle)>(&self.lib, b"duckdb_close\0")
-            {
-                close(&mut self.db);
-            }
+            (self.api.disconnect)(&mut self.conn);
+            (self.api.close)(&mut self.db);
         }
     }
 }

@@ -240,7 +240,7 @@ pub fn run_with(args: RecordArgs, housekeeping: Option<StartHousekeeping>) -> Re
     // Detach first so no event is produced after the final drain; the open flows are read
     // just before (a flow's state goes with its socket).
     maps.hold_open_flows();
-    drop(ebpf);
+    probe::detach_all(ebpf);
     let mut ring = ring.into_inner();
     // The GPU sampler stops, and its last batches go into the last interval: until its thread
     // ends and closes the channel, or for GPU_STOP_WAIT at most (an NVML call that hangs must
