@@ -69,6 +69,23 @@ impl<T: Table> TableWriter<T> {
         create_dir_safely(root, &table_dir)?;
         let partial_path = crate::layout::partial_path(&final_path);
         let file = create_new(&partial_path)?;
+        let writer = Self::writer(file, metadata).inspect_err(|_| {
+            // (the file this call just created: no half-made table left behind)
+            let _ = std::fs::remove_file(&partial_path);
+        });
+        let writer = writer
+            .with_context(|| format!("opening Parquet writer for {}", partial_path.display()))?;
+        Ok(TableWriter {
+            final_path,
+            partial_path,
+            writer: Some(writer),
+            pending: Vec::with_capacity(BATCH_ROWS),
+            rows_written: 0,
+        })
+    }
+
+    /// The Parquet writer of a new file: its compression, dictionaries and encodings.
+    fn writer(file: File, metadata: &[(String, String)]) -> Result<ArrowWriter<File>> {
         let mut props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
             .set_max_row_group_size(ROW_GROUP_ROWS)
@@ -93,15 +110,11 @@ impl<T: Table> TableWriter<T> {
                     .set_column_encoding(column, parquet::basic::Encoding::DELTA_BINARY_PACKED);
             }
         }
-        let writer = ArrowWriter::try_new(file, T::schema(), Some(props.build()))
-            .with_context(|| format!("opening Parquet writer for {}", partial_path.display()))?;
-        Ok(TableWriter {
-            final_path,
-            partial_path,
-            writer: Some(writer),
-            pending: Vec::with_capacity(BATCH_ROWS),
-            rows_written: 0,
-        })
+        Ok(ArrowWriter::try_new(
+            file,
+            T::schema(),
+            Some(props.build()),
+        )?)
     }
 
     pub fn push(&mut self, row: T) -> Result<()> {

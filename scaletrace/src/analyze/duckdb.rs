@@ -144,6 +144,7 @@ impl DuckDb {
             let connect: Symbol<unsafe extern "C" fn(Handle, *mut Handle) -> i32> =
                 sym(&lib, b"duckdb_connect\0")?;
             if connect(db, &mut conn) != SUCCESS {
+                (api.close)(&mut db);
                 bail!("DuckDB ({}) refused a connection", library.display());
             }
         }

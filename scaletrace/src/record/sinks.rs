@@ -1740,18 +1740,24 @@ mod tests {
             13,
             "every table but the ones written whole: {open:?}"
         );
-        // Something in the way of the next interval's `qps` file (the verbs family's second,
-        // after the recorder's own files and NCCL's have been created).
+        // A file in the way of the next interval's `qps` file (the verbs family's second,
+        // after the recorder's own files and NCCL's have been created): not ours to remove.
         let next = sinks.layout.next(sinks.interval_start_utc + 1);
         let obstacle = crate::layout::partial_path(&next.path(QpRow::NAME));
-        std::fs::create_dir_all(&obstacle).unwrap();
+        std::fs::create_dir_all(obstacle.parent().unwrap()).unwrap();
+        std::fs::write(&obstacle, "someone else's").unwrap();
         assert!(sinks.start_interval(&next).is_err());
+        assert_eq!(
+            std::fs::read_to_string(&obstacle).unwrap(),
+            "someone else's",
+            "a file this run did not make was touched"
+        );
+        std::fs::remove_file(&obstacle).unwrap();
         assert_eq!(
             partial_files(dir.path()),
             open,
             "new files were left behind"
         );
-        std::fs::remove_dir(&obstacle).unwrap();
         // the open interval still takes rows and closes whole
         sinks.drain(records(&[nccl_call(2), rtt(1, 5)])).unwrap();
         sinks

@@ -48,10 +48,15 @@ pub struct AttachTarget<'a> {
 impl AttachTarget<'_> {
     /// The libraries named with `--<flag>`; none when it was not given.
     pub fn libraries(&self, flag: &str) -> Vec<PathBuf> {
-        self.explicit_libraries
-            .get(flag)
-            .cloned()
-            .unwrap_or_default()
+        match self.explicit_libraries.get(flag) {
+            Some(libs) => libs.clone(),
+            None => {
+                // a family reading a flag it does not declare in LIBRARY_FLAGS: a bug of the
+                // build; its libraries are then found as if the flag was not given
+                log::error!("--{flag} is not among the probe families' library flags");
+                Vec::new()
+            }
+        }
     }
 }
 
