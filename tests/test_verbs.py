@@ -148,9 +148,19 @@ def test_the_agent_snapshots_live_queue_pairs_at_every_rotation(fake_verbs, tmp_
         assert snapshots >= 2 and sent == sent_deltas == 1000 and done == done_deltas == 1, rows
 
 
-def test_library_without_the_symbols_is_reported_per_function(tmp_path):
+def test_a_library_that_is_not_the_familys_is_one_line_naming_it_and_why(tmp_path):
+    """libc passed as libibverbs and as a provider gave eight lines (one per function) and a
+    provider line that named neither the file nor the reason ("no provider among 1 exports ...,
+    pass --verbs-provider-lib" to someone who had); a missing provider file was blamed on
+    stripped symbols."""
     libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
-    rec = Recorder(tmp_path, "--verbs-lib", libc, "--verbs-provider-lib", libc, "--no-gpu", "--port", "1")
+    rec = Recorder(tmp_path, "--verbs-lib", libc, "--verbs-provider-lib", libc,
+                   "--verbs-provider-lib", "/nonexistent/libmlx5.so", "--verbs-provider-lib", str(tmp_path),
+                   "--no-gpu", "--port", "1")
     assert rec.stop() == 0, rec.stderr
-    assert f"verbs:ibv_create_qp@{libc} not attached: symbol ibv_create_qp not found" in rec.stderr
-    assert "verbs-data-path not attached: no provider among 1 exports post_send/poll_cq symbols" in rec.stderr
+    assert f"verbs:{libc} not attached: exports none of the 8 verbs functions: not a libibverbs.so.1 library" in rec.stderr
+    assert f"verbs-data-path:{libc} not attached: exports no <provider>_post_send/_poll_cq" in rec.stderr
+    assert "verbs-data-path:/nonexistent/libmlx5.so not attached: no such file" in rec.stderr
+    assert f"verbs-data-path:{tmp_path} not attached: {tmp_path} is a directory" in rec.stderr
+    not_attached = [l for l in rec.stderr.splitlines() if "not attached" in l and ("verbs" in l)]
+    assert len(not_attached) == 4, not_attached

@@ -192,6 +192,8 @@ pub struct Sinks {
     interfaces: Vec<InterfaceRow>,
     interval_start_utc: i64,
     closed: Totals,
+    /// Rows of each probe family's tables in closed intervals, for the summary.
+    closed_family_rows: std::collections::BTreeMap<&'static str, u64>,
     /// What was read, kept and lost, for the capture rows and the agent's health.
     pub accounting: Accounting,
     /// The open interval was dropped for a full disk and no new files could be created yet:
@@ -279,6 +281,7 @@ impl Sinks {
             interfaces,
             interval_start_utc: start_utc,
             closed: Totals::default(),
+            closed_family_rows: Default::default(),
             snapshot_prev: Default::default(),
             sweep: SweepState::default(),
             qp_snapshot_prev: Default::default(),
@@ -889,6 +892,9 @@ impl Sinks {
         self.closed.rtt += w.rtt.rows();
         self.closed.retransmits += w.retransmits.rows();
         self.closed.states += w.states.rows();
+        for file in &family_files {
+            *self.closed_family_rows.entry(file.table()).or_default() += file.rows();
+        }
         for file in w.into_files().into_iter().chain(family_files) {
             close!(file);
         }
@@ -999,8 +1005,15 @@ impl Sinks {
                 ));
             }
         }
+        // the probe families' tables that got rows (most hosts have no NCCL or RDMA)
+        let family_rows: String = self
+            .closed_family_rows
+            .iter()
+            .filter(|(_, rows)| **rows > 0)
+            .map(|(table, rows)| format!(", {rows} {table} rows"))
+            .collect();
         let summary = format!(
-            "{} flows ({} still open), {} RTT samples, {} retransmit events, {} state changes, {} events lost to a full ring buffer{untracked}; {} files under {}",
+            "{} flows ({} still open), {} RTT samples, {} retransmit events, {} state changes{family_rows}, {} events lost to a full ring buffer{untracked}; {} files under {}",
             self.closed.flows,
             remaining.iter().filter(|s| s.end_ns == 0).count(),
             self.closed.rtt,
@@ -1677,7 +1690,7 @@ mod tests {
             no_family,
         ];
         sinks.drain(records(&raw)).unwrap();
-        sinks
+        let end = sinks
             .finish(Vec::new(), &mut kernel, &Hooks::default())
             .unwrap();
         assert_eq!(column(dir.path(), "nccl_calls", "count"), [1 << 20, 7]);
@@ -1687,6 +1700,13 @@ mod tests {
         assert_eq!(column(dir.path(), "capture", "nccl_calls"), [2]);
         assert_eq!(column(dir.path(), "capture", "verbs_calls"), [1]);
         assert_eq!(column(dir.path(), "capture", "decode_errors"), [2]);
+        assert!(
+            end.summary.contains(
+                "0 state changes, 2 nccl_calls rows, 1 qps rows, 1 verbs_calls rows, 0 events lost"
+            ),
+            "{}",
+            end.summary
+        );
     }
 
     #[test]

@@ -9,48 +9,70 @@ use object::{
     read::elf::ElfFile64, Endianness, Object as _, ObjectSection as _, ObjectSymbol as _,
 };
 
-pub fn function_offset(path: &Path, name: &str) -> Result<u64> {
-    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let elf = ElfFile64::<Endianness>::parse(&*data)
-        .with_context(|| format!("{} is not a 64-bit ELF object", path.display()))?;
-    let endian = elf.endian();
-    let versions = elf
-        .elf_section_table()
-        .versions(endian, elf.data())
-        .ok()
-        .flatten();
-    let mut fallback = None;
-    for sym in elf.dynamic_symbols().chain(elf.symbols()) {
-        if sym.name() != Ok(name) || sym.address() == 0 {
-            continue;
+/// The functions a library exports, read once: what a family looks up in it, function by
+/// function, without reading the file again for each.
+pub struct FunctionTable {
+    data: Vec<u8>,
+}
+
+impl FunctionTable {
+    /// Reads `path`; an error when it cannot be read or is not a 64-bit ELF object.
+    pub fn read(path: &Path) -> Result<FunctionTable> {
+        if path.is_dir() {
+            bail!("{} is a directory", path.display());
         }
-        let hidden = versions
-            .as_ref()
-            .is_some_and(|v| v.version_index(endian, sym.index()).is_hidden());
-        let Some(section) = sym
-            .section_index()
-            .and_then(|i| elf.section_by_index(i).ok())
-        else {
-            continue;
-        };
-        let Some((file_offset, _)) = section.file_range() else {
-            continue;
-        };
-        let offset = sym.address() - section.address() + file_offset;
-        if !hidden {
-            return Ok(offset);
-        }
-        fallback.get_or_insert(offset);
+        let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        ElfFile64::<Endianness>::parse(&*data)
+            .with_context(|| format!("{} is not a 64-bit ELF object", path.display()))?;
+        Ok(FunctionTable { data })
     }
-    match fallback {
-        Some(offset) => Ok(offset),
-        None => bail!("symbol {name} not found in {}", path.display()),
+
+    /// The file offset of function `name` (its default version), if the library has it.
+    pub fn offset(&self, name: &str) -> Option<u64> {
+        // (parsed in `read`: it cannot fail here)
+        let elf = ElfFile64::<Endianness>::parse(&*self.data).ok()?;
+        let endian = elf.endian();
+        let versions = elf
+            .elf_section_table()
+            .versions(endian, elf.data())
+            .ok()
+            .flatten();
+        let mut fallback = None;
+        for sym in elf.dynamic_symbols().chain(elf.symbols()) {
+            if sym.name() != Ok(name) || sym.address() == 0 {
+                continue;
+            }
+            let hidden = versions
+                .as_ref()
+                .is_some_and(|v| v.version_index(endian, sym.index()).is_hidden());
+            let Some(section) = sym
+                .section_index()
+                .and_then(|i| elf.section_by_index(i).ok())
+            else {
+                continue;
+            };
+            let Some((file_offset, _)) = section.file_range() else {
+                continue;
+            };
+            let offset = sym.address() - section.address() + file_offset;
+            if !hidden {
+                return Some(offset);
+            }
+            fallback.get_or_insert(offset);
+        }
+        fallback
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn function_offset(path: &Path, name: &str) -> Result<u64> {
+        FunctionTable::read(path)?
+            .offset(name)
+            .with_context(|| format!("symbol {name} not found in {}", path.display()))
+    }
 
     const LIBIBVERBS: &str = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1";
 
@@ -98,5 +120,10 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("not a 64-bit ELF"));
+        assert!(FunctionTable::read(dir.path())
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("is a directory"));
     }
 }

@@ -32,6 +32,16 @@ pub fn find_libraries(
     }
 }
 
+/// `libs` without a second path to a file already listed (the same path twice, a link to it):
+/// each would attach the family's probes again, to fire twice per call for nothing, and name
+/// the library twice in `hooks_attached`.
+pub fn each_file_once(libs: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut seen = std::collections::HashSet::new();
+    libs.into_iter()
+        .filter(|lib| seen.insert(std::fs::canonicalize(lib).unwrap_or_else(|_| lib.clone())))
+        .collect()
+}
+
 pub fn file_name(path: &Path) -> Option<&str> {
     path.file_name().and_then(|n| n.to_str())
 }
@@ -68,6 +78,20 @@ pub fn library_from_ldconfig(ldconfig_output: &str, soname: &str) -> Option<Path
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_library_named_twice_or_through_a_link_is_probed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("libnccl.so.2");
+        std::fs::write(&lib, b"x").unwrap();
+        let link = dir.path().join("libnccl.so");
+        std::os::unix::fs::symlink(&lib, &link).unwrap();
+        let other = dir.path().join("missing.so");
+        assert_eq!(
+            each_file_once(vec![lib.clone(), link, lib.clone(), other.clone()]),
+            [lib, other]
+        );
+    }
 
     #[test]
     fn finds_libraries_mapped_or_in_the_linker_cache() {

@@ -42,6 +42,7 @@ pub fn attach_found(
     let explicit = target.libraries(family.flag);
     let (libs, source) =
         libraries::find_libraries(&explicit, target.pid, family.lib_prefix, family.soname);
+    let libs = libraries::each_file_once(libs);
     if libs.is_empty() {
         log::info!(
             "no {} found (pass --{} or --pid): {} calls are not traced",
@@ -81,15 +82,44 @@ pub fn attach_uprobes(
             ));
             continue;
         }
+        let hook = format!("{}:{}", family.label, lib.display());
+        // One line for a library that is not one of the family's (unreadable, not ELF, or
+        // exporting none of its functions); one per function only for a library that has
+        // some of them (an older version lacking one, a probe the kernel refused).
+        let table = match elf_symbols::FunctionTable::read(lib) {
+            Ok(table) => table,
+            Err(e) => {
+                hooks.missing.push((hook, short_error(&e)));
+                continue;
+            }
+        };
+        let offsets: Vec<(&str, Option<u64>)> = family
+            .functions
+            .iter()
+            .map(|(_, symbol)| (*symbol, table.offset(symbol)))
+            .collect();
+        if offsets.iter().all(|(_, offset)| offset.is_none()) {
+            hooks.missing.push((
+                hook,
+                format!(
+                    "exports none of the {} {} functions: not a {} library",
+                    offsets.len(),
+                    family.label,
+                    family.soname
+                ),
+            ));
+            continue;
+        }
         let mut attached = 0;
-        for (_, symbol) in family.functions {
+        for (symbol, offset) in offsets {
             let enter = (family.program)(symbol);
             let exit = format!("{enter}_ret");
-            let result = elf_symbols::function_offset(lib, symbol).and_then(|offset| {
-                attach_uprobe_at(ebpf, &enter, offset, lib, scope)
+            let result = match offset {
+                Some(offset) => attach_uprobe_at(ebpf, &enter, offset, lib, scope)
                     .and_then(|_| attach_uprobe_at(ebpf, &exit, offset, lib, scope))
-                    .with_context(|| format!("attaching to {symbol}"))
-            });
+                    .with_context(|| format!("attaching to {symbol}")),
+                None => Err(anyhow::anyhow!("{symbol} not found in {}", lib.display())),
+            };
             match result {
                 Ok(()) => attached += 1,
                 Err(e) => hooks.missing.push((

@@ -20,27 +20,43 @@ pub const VERBS: UprobeFamily = UprobeFamily {
 pub const PROVIDER_FLAG: &str = "verbs-provider-lib";
 
 /// Attaches the data-path probes to each provider library whose symbol table has
-/// `<prefix>_post_send` / `<prefix>_poll_cq`. Distribution builds strip these static functions;
-/// then one line says so instead of one per library.
+/// `<prefix>_post_send` / `<prefix>_poll_cq`. Distribution builds strip these static functions:
+/// among the libraries found on the system, that is one line, not one per library; a library
+/// named on the command line (`explicit`) that cannot serve gets its own line with the reason.
 pub fn attach_verbs_providers(
     ebpf: &mut Ebpf,
     libs: &[std::path::PathBuf],
+    explicit: bool,
     pid: Option<u32>,
     hooks: &mut Hooks,
 ) {
     let scope = uprobe_scope(pid);
     let mut found = false;
     for lib in libs {
+        let table = match elf_symbols::FunctionTable::read(lib) {
+            Ok(table) => table,
+            Err(e) if explicit => {
+                let why = if lib.exists() || lib.is_symlink() {
+                    short_error(&e)
+                } else {
+                    "no such file".into()
+                };
+                hooks
+                    .missing
+                    .push((format!("verbs-data-path:{}", lib.display()), why));
+                continue;
+            }
+            Err(_) => continue,
+        };
+        let mut provides = false;
         for prefix in scaletrace_common::VERBS_PROVIDER_PREFIXES {
-            let post = format!("{prefix}_post_send");
-            let poll = format!("{prefix}_poll_cq");
-            let (Ok(post_at), Ok(poll_at)) = (
-                elf_symbols::function_offset(lib, &post),
-                elf_symbols::function_offset(lib, &poll),
+            let (Some(post_at), Some(poll_at)) = (
+                table.offset(&format!("{prefix}_post_send")),
+                table.offset(&format!("{prefix}_poll_cq")),
             ) else {
                 continue;
             };
-            found = true;
+            provides = true;
             let hook = format!("verbs-data-path({prefix}):{}", lib.display());
             let result = attach_uprobe_at(ebpf, "verbs_post_send", post_at, lib, scope)
                 .and_then(|_| attach_uprobe_at(ebpf, "verbs_poll_cq", poll_at, lib, scope))
@@ -50,12 +66,22 @@ pub fn attach_verbs_providers(
                 Err(e) => hooks.missing.push((hook, short_error(&e))),
             }
         }
+        if !provides && explicit {
+            hooks.missing.push((
+                format!("verbs-data-path:{}", lib.display()),
+                format!(
+                    "exports no <provider>_post_send/_poll_cq of the providers known ({}): not an RDMA provider library, or one whose symbols are stripped",
+                    scaletrace_common::VERBS_PROVIDER_PREFIXES.join(", ")
+                ),
+            ));
+        }
+        found |= provides;
     }
-    if !found && !libs.is_empty() {
+    if !found && !explicit && !libs.is_empty() {
         hooks.missing.push((
             "verbs-data-path".into(),
             format!(
-                "no provider among {} exports post_send/poll_cq symbols (stripped; install the rdma-core debug symbols or pass --verbs-provider-lib)",
+                "none of the {} RDMA provider libraries found exports post_send/poll_cq symbols (stripped: install the rdma-core debug symbols, or name an unstripped provider with --{PROVIDER_FLAG})",
                 libs.len()
             ),
         ));

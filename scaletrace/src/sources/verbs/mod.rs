@@ -66,7 +66,8 @@ impl ProbeFamily for Verbs {
         attach_found(ebpf, &attach::VERBS, target, hooks);
         let explicit = target.libraries(attach::PROVIDER_FLAG);
         let providers = providers::find_providers(&explicit, target.pid);
-        attach::attach_verbs_providers(ebpf, &providers, target.pid, hooks);
+        let providers = crate::sources::uprobes::libraries::each_file_once(providers);
+        attach::attach_verbs_providers(ebpf, &providers, !explicit.is_empty(), target.pid, hooks);
     }
 
     fn decode(kind: u32, bytes: &[u8]) -> Result<VerbsRecord> {
