@@ -232,23 +232,63 @@ impl Housekeeping for Service {
         if let Err(e) = self.health.write(&self.settings.status_dir) {
             log::warn!("health files: {e:#}");
         }
-        let h = &self.health;
-        match &h.upload_target {
-            Some(t) => {
-                format!(
-                "{} rotations; uploaded {} files ({:.1} MB) to {t}; {} files left in the spool{}",
-                self.rotations,
-                h.uploaded_files_total,
-                h.uploaded_bytes_total as f64 / 1e6,
-                h.spool_files,
-                if h.spool_files > 0 { " (uploaded at the next start)" } else { "" }
-            )
+        last_line(
+            self.rotations,
+            &self.health,
+            totals.map_or(0, |t| t.files_closed),
+        )
+    }
+}
+
+/// The agent's part of the last line (after the recording's, which counts the files this run
+/// closed, `files_closed`): what was uploaded and what is left; without an upload target, the
+/// spool's files only where they are not just this run's (earlier runs' files, or fewer after
+/// the retention deleted some).
+fn last_line(rotations: u64, h: &Health, files_closed: u64) -> String {
+    match &h.upload_target {
+        Some(t) => format!(
+            "{rotations} rotations; uploaded {} files ({:.1} MB) to {t}; {} files left in the spool{}",
+            h.uploaded_files_total,
+            h.uploaded_bytes_total as f64 / 1e6,
+            h.spool_files,
+            if h.spool_files > 0 {
+                " (uploaded at the next start)"
+            } else {
+                ""
             }
-            None => format!(
-                "{} rotations; {} files in the spool",
-                self.rotations, h.spool_files
-            ),
-        }
+        ),
+        None if h.spool_files == files_closed => format!("{rotations} rotations"),
+        None => format!(
+            "{rotations} rotations; {} files in the spool now",
+            h.spool_files
+        ),
+    }
+}
+
+#[cfg(test)]
+mod last_line_tests {
+    use super::*;
+
+    /// The line said "32 files under DIR; 2 rotations; 32 files in the spool" (new-user trial).
+    #[test]
+    fn the_spools_files_are_said_only_when_they_are_not_just_this_runs() {
+        let mut h = Health {
+            spool_files: 32,
+            ..Default::default()
+        };
+        assert_eq!(last_line(2, &h, 32), "2 rotations");
+        h.spool_files = 50;
+        assert_eq!(
+            last_line(2, &h, 32),
+            "2 rotations; 50 files in the spool now"
+        );
+        h.upload_target = Some("s3://b/p".into());
+        h.spool_files = 0;
+        h.uploaded_files_total = 32;
+        assert_eq!(
+            last_line(2, &h, 32),
+            "2 rotations; uploaded 32 files (0.0 MB) to s3://b/p; 0 files left in the spool"
+        );
     }
 }
 
