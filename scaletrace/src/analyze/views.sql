@@ -54,6 +54,53 @@ CREATE OR REPLACE MACRO st_bucket_quantile_us(i, lo, hi) AS
                                   ELSE (st_bucket_lower_us(i) + st_bucket_lower_us(i + 1)) / 2.0 END,
                              lo), hi) END;
 
+-- Each flow's RTT over its whole capture, from its raw samples: what the fleet's usual queueing
+-- and the per-flow latency findings judge it on, and the span of its samples (`first_us`,
+-- `last_us`), which tells `st_rtt_window` whether any lie outside its kernel windows (one pass
+-- over the samples for all three).
+-- The percentiles are quantile_cont's, to the last bit (the samples at positions floor(h) and
+-- floor(h) + 1 of the flow's order, h = (n - 1) * q as a double, and lo + (hi - lo) * (h -
+-- floor(h)) between them), computed from how often each value occurs: a smoothed RTT is a
+-- whole number of µs, so a flow's values repeat as its samples grow (at most one row per µs of
+-- its RTT's range: an hour of 10 ms samples is 360,000 samples), where quantile_cont holds
+-- every sample in memory, and this group can spill to disk. With quantile_cont, the analysis
+-- of 64 nodes' 10 minutes (246 M samples, bench/fleet.py) peaked at 6.5 GB; with this, 2.3 GB.
+-- (The DDP lab's 2-minute runs have 0.7 distinct values a sample: nothing to gain there.)
+-- Spark's `percentile` interpolates by another formula: the same up to rounding. Not from the
+-- kernel's windows, which would need no raw samples: their histograms weigh each ACK, not each
+-- moment (a flow's bursts count more), and read so, the findings of 16 of the 18 recorded DDP
+-- runs changed and all 6 clean runs had latency findings (bench/eval.py --rescore, 2026-12-06).
+-- quantile_cont's position h of quantile q among n samples, whether the samples of one value
+-- (`n` of them after `below` others) reach position floor(h) + k, and the value between the
+-- samples at floor(h) and floor(h) + 1 (`hi` is null when there is none)
+CREATE OR REPLACE MACRO st_quantile_position(total, q) AS (total - 1)::DOUBLE * q;
+CREATE OR REPLACE MACRO st_holds_position(below, n, total, q, k) AS
+    below + n > floor(st_quantile_position(total, q)) + k;
+CREATE OR REPLACE MACRO st_between_positions(lo, hi, h) AS
+    lo + (h - floor(h)) * (coalesce(hi, lo)::DOUBLE - lo);
+CREATE OR REPLACE VIEW st_flow_raw_rtt AS
+WITH v AS (SELECT host, flow_id, srtt_us AS x, count(*) AS n, min(ts) AS first_ts, max(ts) AS last_ts FROM rtt GROUP BY ALL),
+-- each value's samples are the (0-based) positions [below, below + n) in the flow's order
+c AS (
+    SELECT *, sum(n) OVER (PARTITION BY host, flow_id ORDER BY x) - n AS below,
+           sum(n) OVER (PARTITION BY host, flow_id) AS total
+    FROM v),
+-- the values at positions k and k + 1 around each percentile's (n - 1) * q
+k AS (
+    SELECT host, flow_id, any_value(total)::BIGINT AS samples, max(x) AS srtt_max_us,
+           st_us(min(first_ts)) AS first_us, st_us(max(last_ts)) AS last_us,
+           any_value(st_quantile_position(total, 0.5)) AS h50, any_value(st_quantile_position(total, 0.99)) AS h99,
+           min(x) FILTER (WHERE st_holds_position(below, n, total, 0.5, 0)) AS lo50,
+           min(x) FILTER (WHERE st_holds_position(below, n, total, 0.5, 1)) AS hi50,
+           min(x) FILTER (WHERE st_holds_position(below, n, total, 0.99, 0)) AS lo99,
+           min(x) FILTER (WHERE st_holds_position(below, n, total, 0.99, 1)) AS hi99
+    FROM c GROUP BY host, flow_id)
+SELECT host, flow_id, samples,
+       st_between_positions(lo50, hi50, h50) AS srtt_p50_us,
+       st_between_positions(lo99, hi99, h99) AS srtt_p99_us,
+       srtt_max_us, first_us, last_us
+FROM k;
+
 -- RTT per flow and window: latency percentiles, how many RTT measurements, bytes moved.
 -- From the kernel's windows over the span where a flow has them of the analysis window's
 -- length or one that divides it (`record --flow-window` and `analyze --window` are both 1 s by
@@ -70,12 +117,19 @@ WITH s AS (
     SELECT host, flow_id, st_us(ts) // p.window_us AS w, srtt_us, min_rtt_us,
            bytes_acked + bytes_received AS bytes
     FROM rtt, st_params p),
+-- the flows with samples outside their windows' span, or no windows: the only samples read
+-- here are theirs. Joined with every sample instead, this view took 11 of 58 s on 64 nodes'
+-- 10 minutes (bench/fleet.py) to keep none; a join with no flows reads no samples.
+outside AS (
+    SELECT f.host, f.flow_id, k.first_w, k.last_w
+    FROM st_flow_raw_rtt f LEFT JOIN st_windowed_flow k USING (host, flow_id), st_params p
+    WHERE k.flow_id IS NULL OR f.first_us // p.window_us < k.first_w OR f.last_us // p.window_us > k.last_w),
 r AS (
     SELECT s.*,
            -- after the flow's windows: its bytes count from its first sample there, not across them
            coalesce(s.w > k.last_w, false) AS after_windows
-    FROM s LEFT JOIN st_windowed_flow k ON k.host = s.host AND k.flow_id = s.flow_id
-    WHERE k.flow_id IS NULL OR s.w NOT BETWEEN k.first_w AND k.last_w),
+    FROM s JOIN outside k ON k.host = s.host AND k.flow_id = s.flow_id
+    WHERE k.first_w IS NULL OR s.w NOT BETWEEN k.first_w AND k.last_w),
 g AS (
     SELECT host, flow_id, after_windows, w, count(*) AS samples,
            quantile_cont(srtt_us, 0.5) AS srtt_p50_us, quantile_cont(srtt_us, 0.99) AS srtt_p99_us,
@@ -142,42 +196,6 @@ SELECT host, flow_id,
        count(*) AS windows
 FROM st_rtt_window, st_params p
 GROUP BY ALL;
-
--- Each flow's RTT over its whole capture, from its raw samples: what the fleet's usual queueing
--- and the per-flow latency findings judge it on (one pass over the samples for both).
--- The percentiles are quantile_cont's, to the last bit (the samples at positions floor(h) and
--- floor(h) + 1 of the flow's order, h = (n - 1) * q as a double, and lo + (hi - lo) * (h -
--- floor(h)) between them), computed from how often each value occurs: a smoothed RTT is a
--- whole number of µs, so a flow's values repeat as its samples grow (at most one row per µs of
--- its RTT's range: an hour of 10 ms samples is 360,000 samples), where quantile_cont holds
--- every sample in memory, and this group can spill to disk. With quantile_cont, the analysis
--- of 64 nodes' 10 minutes (246 M samples, bench/fleet.py) peaked at 6.5 GB; with this, 2.3 GB.
--- (The DDP lab's 2-minute runs have 0.7 distinct values a sample: nothing to gain there.)
--- Spark's `percentile` interpolates by another formula: the same up to rounding. Not from the
--- kernel's windows, which would need no raw samples: their histograms weigh each ACK, not each
--- moment (a flow's bursts count more), and read so, the findings of 16 of the 18 recorded DDP
--- runs changed and all 6 clean runs had latency findings (bench/eval.py --rescore, 2026-12-06).
-CREATE OR REPLACE VIEW st_flow_raw_rtt AS
-WITH v AS (SELECT host, flow_id, srtt_us AS x, count(*) AS n FROM rtt GROUP BY ALL),
--- each value's samples are the (0-based) positions [below, below + n) in the flow's order
-c AS (
-    SELECT *, sum(n) OVER (PARTITION BY host, flow_id ORDER BY x) - n AS below,
-           sum(n) OVER (PARTITION BY host, flow_id) AS total
-    FROM v),
--- the values at positions k and k + 1 around each percentile's (n - 1) * q
-k AS (
-    SELECT host, flow_id, any_value(total)::BIGINT AS samples, max(x) AS srtt_max_us,
-           any_value((total - 1)::DOUBLE * 0.5) AS h50, any_value((total - 1)::DOUBLE * 0.99) AS h99,
-           min(x) FILTER (WHERE below + n > floor((total - 1)::DOUBLE * 0.5)) AS lo50,
-           min(x) FILTER (WHERE below + n > floor((total - 1)::DOUBLE * 0.5) + 1) AS hi50,
-           min(x) FILTER (WHERE below + n > floor((total - 1)::DOUBLE * 0.99)) AS lo99,
-           min(x) FILTER (WHERE below + n > floor((total - 1)::DOUBLE * 0.99) + 1) AS hi99
-    FROM c GROUP BY host, flow_id)
-SELECT host, flow_id, samples,
-       lo50 + (h50 - floor(h50)) * (coalesce(hi50, lo50)::DOUBLE - lo50) AS srtt_p50_us,
-       lo99 + (h99 - floor(h99)) * (coalesce(hi99, lo99)::DOUBLE - lo99) AS srtt_p99_us,
-       srtt_max_us
-FROM k;
 
 -- The fleet's usual queueing: the first quartile, over the flows that carry data, of each
 -- flow's median RTT above its own base RTT. On a loaded host every flow's RTT rises with CPU
@@ -393,7 +411,7 @@ FROM l LEFT JOIN p USING (host, device, port) LEFT JOIN q USING (host, device);
 -- ring's receiving end) measures it on its few small sends, which wait on the peer's delayed
 -- ACKs and a busy CPU. A clean DDP run's receiving end had a p99 4x the fleet's from that alone.
 CREATE OR REPLACE VIEW st_latency_flow AS
-WITH l AS (SELECT * FROM st_flow_raw_rtt),
+WITH l AS (SELECT * EXCLUDE (first_us, last_us) FROM st_flow_raw_rtt),
 j AS (
     SELECT f.flow_label, f.remote_addr, f.local_iface, l.*, b.base_rtt_us,
            coalesce(f.bytes_sent, 0) AS flow_bytes,
@@ -969,14 +987,26 @@ WITH healthy AS (
     WHERE NOT slow AND transfer_us IS NOT NULL),
 hb AS (
     SELECT DISTINCT unnest(st_bins(h.s, h.e, m.bin_us)) AS bin, h.s, h.e FROM healthy h, st_match_bin m),
-l AS (
-    SELECT r.host, r.flow_id, quantile_cont(r.srtt_us, 0.5) AS p50
+-- each flow's median in those steps, quantile_cont's from how often each value occurs, as
+-- `st_flow_raw_rtt` computes it: quantile_cont held every sample in memory
+v AS (
+    SELECT r.host, r.flow_id, r.srtt_us AS x, count(*) AS n
     FROM (SELECT host, flow_id, srtt_us, st_us(ts) AS ts_us, st_us(ts) // m.bin_us AS bin
           FROM rtt, st_match_bin m) r
     -- a semi join on the bin, not a correlated EXISTS: DuckDB decorrelated that into a
     -- DISTINCT over every sample's time (6.8 s of 7.5 on 64 nodes' 2 minutes)
     SEMI JOIN hb ON hb.bin = r.bin AND r.ts_us BETWEEN hb.s AND hb.e
     GROUP BY ALL),
+c AS (
+    SELECT *, sum(n) OVER (PARTITION BY host, flow_id ORDER BY x) - n AS below,
+           sum(n) OVER (PARTITION BY host, flow_id) AS total
+    FROM v),
+l AS (
+    SELECT host, flow_id,
+           st_between_positions(min(x) FILTER (WHERE st_holds_position(below, n, total, 0.5, 0)),
+                                min(x) FILTER (WHERE st_holds_position(below, n, total, 0.5, 1)),
+                                any_value(st_quantile_position(total, 0.5))) AS p50
+    FROM c GROUP BY host, flow_id),
 h AS (
     SELECT coalesce(quantile_cont(l.p50 - b.base_rtt_us, 0.25), 0) AS queueing_us,
            greatest(p.min_queueing_us, p.queueing_vs_fleet * coalesce(quantile_cont(l.p50 - b.base_rtt_us, 0.25), 0)) AS threshold_us,
@@ -1055,9 +1085,11 @@ FROM n WHERE n.remote_addr <> n.local_addr;
 -- usual it is judged against (`st_healthy_queueing`) leaves such ends out too. Under
 -- reordering toward node0, node2's end of node3's 198 MB flow to it (91 kB sent) queued in 78
 -- steps and named node3 the first culprit.
+CREATE OR REPLACE MACRO st_queued_us(srtt_us, min_rtt_us) AS
+    srtt_us - coalesce(nullif(min_rtt_us, 0), srtt_us);
 CREATE OR REPLACE VIEW st_rtt_ends AS
 SELECT r.host, n.node, st_us(r.ts) AS ts_us, r.flow_id, n.remote_node,
-       r.srtt_us - coalesce(nullif(r.min_rtt_us, 0), r.srtt_us) AS queued_us
+       st_queued_us(r.srtt_us, r.min_rtt_us) AS queued_us
 FROM rtt r JOIN st_data_flow n USING (host, flow_id), st_params p
 WHERE n.bytes_sent >= p.min_flow_bytes;
 
@@ -1085,14 +1117,20 @@ CREATE OR REPLACE MACRO st_rate(bps) AS
     CASE WHEN bps IS NULL THEN '?' WHEN bps >= 1e9 THEN printf('%.1f Gbit/s', bps / 1e9)
          ELSE printf('%.0f Mbit/s', bps / 1e6) END;
 
--- The RTT samples queued well above the fleet's usual (`st_healthy_queueing`), each with its
--- time bin (`st_bins`). The bin is computed here, on the samples' side: a join condition
--- `r.ts_us // x.bin_us = x.bin` names both sides, so DuckDB cannot hash on it and ran a range
--- join instead (15.7 s of CPU for one view on 64 nodes' 2 minutes, bench/fleet.py).
+-- The RTT samples queued well above the fleet's usual (`st_healthy_queueing`): `st_rtt_ends`'
+-- rows, each with its time bin (`st_bins`). The bin is computed here, on the samples' side: a
+-- join condition `r.ts_us // x.bin_us = x.bin` names both sides, so DuckDB cannot hash on it
+-- and ran a range join instead (15.7 s of CPU for one view on 64 nodes' 2 minutes,
+-- bench/fleet.py). The samples are picked before they meet their flows: joined first, every
+-- sample of the capture met its flow to keep a few (10.6 of 58 s on 64 nodes' 10 minutes).
 CREATE OR REPLACE VIEW st_queued_sample AS
-SELECT r.*, r.ts_us // m.bin_us AS bin
-FROM st_rtt_ends r, st_match_bin m, st_healthy_queueing q
-WHERE r.queued_us >= q.threshold_us;
+WITH q AS (
+    SELECT r.host, st_us(r.ts) AS ts_us, r.flow_id, st_queued_us(r.srtt_us, r.min_rtt_us) AS queued_us
+    FROM rtt r CROSS JOIN st_healthy_queueing h
+    WHERE st_queued_us(r.srtt_us, r.min_rtt_us) >= h.threshold_us)
+SELECT q.host, n.node, q.ts_us, q.flow_id, n.remote_node, q.queued_us, q.ts_us // m.bin_us AS bin
+FROM q JOIN st_data_flow n USING (host, flow_id), st_match_bin m, st_params p
+WHERE n.bytes_sent >= p.min_flow_bytes;
 
 -- RTT samples queued well above the fleet's usual (`st_healthy_queueing`) during each collective
 -- step: a slow link (a rate limit, a congested port, a link that negotiated a lower speed)
@@ -1269,20 +1307,29 @@ GROUP BY w.culprit;
 -- one of 24 clean runs had node0 on top in enough steps to be named, its links queueing 25 %
 -- of their samples against 17 % elsewhere; under rate limits the limited node's links queued
 -- 2.9 to 83 times as often as the others (six runs). A slow link queues its own flows, not the
--- others'. Null where every flow is on its links.
+-- others'. Null where every flow is on its links. Over `st_rtt_ends`' samples, counted per flow
+-- before the flows' ends are joined: joined first, every sample met its flow (9.3 s against
+-- 5.0 on 64 nodes' 10 minutes, bench/fleet.py).
 CREATE OR REPLACE VIEW st_queueing_contrast AS
 WITH c AS (
     SELECT culprit, any_value(ends) AS ends, min(s) AS s, max(e) AS e
     FROM st_culprit_step_window WHERE cause = 'queueing' AND kind = 'slow' GROUP BY culprit),
 x AS (
-    SELECT c.culprit, st_on_culprit_links(c.ends, r.node, r.remote_node) AS own,
-           (r.queued_us >= q.threshold_us)::INTEGER AS queued
+    SELECT c.culprit, r.host, r.flow_id, count(*) AS samples,
+           count(*) FILTER (WHERE st_queued_us(r.srtt_us, r.min_rtt_us) >= q.threshold_us) AS queued
     -- a culprit's span can be the whole run: a few intervals, no bins
-    FROM c JOIN st_rtt_ends r ON r.ts_us BETWEEN c.s AND c.e
-    CROSS JOIN st_healthy_queueing q)
-SELECT culprit, avg(queued) FILTER (WHERE own) AS own_share, avg(queued) FILTER (WHERE NOT own) AS other_share,
-       count(*) FILTER (WHERE own) AS own_samples, count(*) FILTER (WHERE NOT own) AS other_samples
-FROM x GROUP BY culprit;
+    FROM c JOIN rtt r ON st_us(r.ts) BETWEEN c.s AND c.e
+    CROSS JOIN st_healthy_queueing q
+    GROUP BY c.culprit, r.host, r.flow_id),
+y AS (
+    SELECT x.*, st_on_culprit_links(c.ends, n.node, n.remote_node) AS own
+    FROM x JOIN c USING (culprit) JOIN st_data_flow n USING (host, flow_id), st_params p
+    WHERE n.bytes_sent >= p.min_flow_bytes)
+SELECT culprit, sum(queued) FILTER (WHERE own) / sum(samples) FILTER (WHERE own) AS own_share,
+       sum(queued) FILTER (WHERE NOT own) / sum(samples) FILTER (WHERE NOT own) AS other_share,
+       coalesce(sum(samples) FILTER (WHERE own), 0)::BIGINT AS own_samples,
+       coalesce(sum(samples) FILTER (WHERE NOT own), 0)::BIGINT AS other_samples
+FROM y GROUP BY culprit;
 
 -- Of the segments resent on a network culprit's links during its slow steps, how many the
 -- receivers reported as duplicates (DSACK): spurious retransmits, whose original had arrived,
