@@ -359,6 +359,9 @@ WITH s AS (
   FROM r AS r
   GROUP BY ALL
 ), kw AS (
+  /* a window as long as the analysis window is read from its percentiles, not its histogram: */
+  /* this CTE is computed once for its three readers, and carrying every window's 84 buckets */
+  /* through it held 0.8 of 2.2 GB on 64 nodes' 10 minutes (bench/fleet.py) */
   SELECT
     fw.host AS host,
     fw.ts AS ts,
@@ -371,7 +374,7 @@ WITH s AS (
     fw.srtt_p50_us AS srtt_p50_us,
     fw.srtt_p90_us AS srtt_p90_us,
     fw.srtt_p99_us AS srtt_p99_us,
-    fw.rtt_buckets AS rtt_buckets,
+    CASE WHEN fw.window_ns <> p.window_us * 1000 THEN fw.rtt_buckets END AS rtt_buckets,
     fw.bytes_sent AS bytes_sent,
     fw.bytes_received AS bytes_received,
     fw.retrans_segments AS retrans_segments,
