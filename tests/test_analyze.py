@@ -550,6 +550,30 @@ def test_each_flows_percentiles_over_its_capture_are_quantile_conts(tmp_path):
     assert got == expected
 
 
+def test_a_sample_below_its_paths_minimum_rtt_is_no_queueing_and_no_error(tmp_path):
+    """The kernel's minimum RTT is over a 5-minute window and restarts from a fresh sample when
+    its best one ages out, so a smoothed RTT can sit below it for a while. The queueing in such
+    a sample (srtt - min_rtt, in the columns' unsigned type) overflowed and stopped the analysis
+    ("Overflow in subtraction of UINT32"); it is negative: no queueing."""
+    fleet = tmp_path / "fleet"
+    scenarios.generate(str(fleet), ["congested_peer"])
+    one = next((fleet / "node0" / "rtt").glob("*.parquet"))
+    con = duckdb.connect()
+    # a second reading of node0's samples, each with a minimum above its smoothed RTT
+    con.execute(f"""COPY (SELECT * REPLACE ((srtt_us + 1000)::UINTEGER AS min_rtt_us) FROM read_parquet('{one}'))
+                    TO '{fleet / "node0" / "rtt" / "node0-20260101T000000Z-3.parquet"}' (FORMAT parquet)""")
+    out = tmp_path / "findings.json"
+    run = subprocess.run([BIN, "analyze", str(fleet), "--no-report", "--json", str(out)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert any(f["category"] == "slowdown" for f in json.loads(out.read_text()))
+    # they reached the queueing of the flows that send data, below zero
+    script = subprocess.run([BIN, "sql", str(fleet)], capture_output=True, text=True, check=True).stdout
+    con = duckdb.connect()
+    con.execute(script)
+    assert con.execute("SELECT count(*) FROM st_rtt_ends WHERE queued_us < 0").fetchone()[0] > 100
+
+
 def _add_flow_windows(fleet, updates_per_sample, where="true"):
     """The kernel's 1 s windows of each flow, made from the scenario's samples as the kernel
     would count them (`updates_per_sample` RTT updates for each sample), for the seconds

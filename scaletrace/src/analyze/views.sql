@@ -1082,6 +1082,14 @@ n AS (SELECT f.*, fn.node FROM f JOIN st_flow_node fn USING (host, flow_id))
 SELECT n.*, st_remote_node(n.remote_addr, n.node) AS remote_node
 FROM n WHERE n.remote_addr <> n.local_addr;
 
+-- The queueing in an RTT sample: its smoothed RTT above the path's windowed minimum (itself
+-- where the kernel gave none). Signed: the kernel's minimum is over a 5-minute window and
+-- restarts from a fresh sample when its best one ages out, which can leave it above the
+-- smoothed RTT for a while; in the columns' unsigned type the difference was an overflow error
+-- that stopped the whole analysis.
+CREATE OR REPLACE MACRO st_queued_us(srtt_us, min_rtt_us) AS
+    srtt_us::BIGINT - coalesce(nullif(min_rtt_us, 0), srtt_us);
+
 -- RTT samples of the flows that send data, with the node at each end and the queueing in each
 -- sample: its smoothed RTT above the path's windowed minimum. A socket measures RTT on what it
 -- sends: one that sent less than `min_flow_bytes` (the quiet end of a connection whose data
@@ -1089,8 +1097,9 @@ FROM n WHERE n.remote_addr <> n.local_addr;
 -- usual it is judged against (`st_healthy_queueing`) leaves such ends out too. Under
 -- reordering toward node0, node2's end of node3's 198 MB flow to it (91 kB sent) queued in 78
 -- steps and named node3 the first culprit.
-CREATE OR REPLACE MACRO st_queued_us(srtt_us, min_rtt_us) AS
-    srtt_us - coalesce(nullif(min_rtt_us, 0), srtt_us);
+-- For queries: `st_queued_sample` and `st_queueing_contrast` write this view's join out again,
+-- to pick or count the samples before they meet their flows; which samples count is decided
+-- in all three alike.
 CREATE OR REPLACE VIEW st_rtt_ends AS
 SELECT r.host, n.node, st_us(r.ts) AS ts_us, r.flow_id, n.remote_node,
        st_queued_us(r.srtt_us, r.min_rtt_us) AS queued_us

@@ -3145,6 +3145,16 @@ FROM n
 WHERE
   n.remote_addr <> n.local_addr;
 
+/* RTT samples of the flows that send data, with the node at each end and the queueing in each */
+/* sample: its smoothed RTT above the path's windowed minimum. A socket measures RTT on what it */
+/* sends: one that sent less than `min_flow_bytes` (the quiet end of a connection whose data */
+/* flows the other way) times small messages and its peer's delayed ACKs, not a path, and the */
+/* usual it is judged against (`st_healthy_queueing`) leaves such ends out too. Under */
+/* reordering toward node0, node2's end of node3's 198 MB flow to it (91 kB sent) queued in 78 */
+/* steps and named node3 the first culprit. */
+/* For queries: `st_queued_sample` and `st_queueing_contrast` write this view's join out again, */
+/* to pick or count the samples before they meet their flows; which samples count is decided */
+/* in all three alike. */
 CREATE OR REPLACE TEMPORARY VIEW st_rtt_ends AS
 SELECT
   r.host,
@@ -3157,9 +3167,17 @@ SELECT
   r.flow_id,
   n.remote_node,
   (
-    (
-      r.srtt_us
-    ) - COALESCE(NULLIF((
+    CAST(IF(
+      TYPEOF((
+        r.srtt_us
+      )) IN ('double', 'float'),
+      BROUND((
+        r.srtt_us
+      )),
+      ROUND((
+        r.srtt_us
+      ))
+    ) AS BIGINT) - COALESCE(NULLIF((
       r.min_rtt_us
     ), 0), (
       r.srtt_us
@@ -3224,9 +3242,17 @@ WITH q AS (
     ) AS ts_us,
     r.flow_id,
     (
-      (
-        r.srtt_us
-      ) - COALESCE(NULLIF((
+      CAST(IF(
+        TYPEOF((
+          r.srtt_us
+        )) IN ('double', 'float'),
+        BROUND((
+          r.srtt_us
+        )),
+        ROUND((
+          r.srtt_us
+        ))
+      ) AS BIGINT) - COALESCE(NULLIF((
         r.min_rtt_us
       ), 0), (
         r.srtt_us
@@ -3236,9 +3262,17 @@ WITH q AS (
   CROSS JOIN st_healthy_queueing AS h
   WHERE
     (
-      (
-        r.srtt_us
-      ) - COALESCE(NULLIF((
+      CAST(IF(
+        TYPEOF((
+          r.srtt_us
+        )) IN ('double', 'float'),
+        BROUND((
+          r.srtt_us
+        )),
+        ROUND((
+          r.srtt_us
+        ))
+      ) AS BIGINT) - COALESCE(NULLIF((
         r.min_rtt_us
       ), 0), (
         r.srtt_us
@@ -3803,9 +3837,17 @@ WITH c AS (
     COUNT(*) AS samples,
     COUNT(*) FILTER(WHERE
       (
-        (
-          r.srtt_us
-        ) - COALESCE(NULLIF((
+        CAST(IF(
+          TYPEOF((
+            r.srtt_us
+          )) IN ('double', 'float'),
+          BROUND((
+            r.srtt_us
+          )),
+          ROUND((
+            r.srtt_us
+          ))
+        ) AS BIGINT) - COALESCE(NULLIF((
           r.min_rtt_us
         ), 0), (
           r.srtt_us
