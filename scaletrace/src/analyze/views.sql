@@ -54,6 +54,15 @@ CREATE OR REPLACE MACRO st_bucket_quantile_us(i, lo, hi) AS
                                   ELSE (st_bucket_lower_us(i) + st_bucket_lower_us(i + 1)) / 2.0 END,
                              lo), hi) END;
 
+-- quantile_cont's position h of quantile q among n samples, whether the samples of one value
+-- (`n` of them after `below` others) reach position floor(h) + k, and the value between the
+-- samples at floor(h) and floor(h) + 1 (`hi` is null when there is none)
+CREATE OR REPLACE MACRO st_quantile_position(total, q) AS (total - 1)::DOUBLE * q;
+CREATE OR REPLACE MACRO st_holds_position(below, n, total, q, k) AS
+    below + n > floor(st_quantile_position(total, q)) + k;
+CREATE OR REPLACE MACRO st_between_positions(lo, hi, h) AS
+    lo + (h - floor(h)) * (coalesce(hi, lo)::DOUBLE - lo);
+
 -- Each flow's RTT over its whole capture, from its raw samples: what the fleet's usual queueing
 -- and the per-flow latency findings judge it on, and the span of its samples (`first_us`,
 -- `last_us`), which tells `st_rtt_window` whether any lie outside its kernel windows (one pass
@@ -70,14 +79,6 @@ CREATE OR REPLACE MACRO st_bucket_quantile_us(i, lo, hi) AS
 -- kernel's windows, which would need no raw samples: their histograms weigh each ACK, not each
 -- moment (a flow's bursts count more), and read so, the findings of 16 of the 18 recorded DDP
 -- runs changed and all 6 clean runs had latency findings (bench/eval.py --rescore, 2026-12-06).
--- quantile_cont's position h of quantile q among n samples, whether the samples of one value
--- (`n` of them after `below` others) reach position floor(h) + k, and the value between the
--- samples at floor(h) and floor(h) + 1 (`hi` is null when there is none)
-CREATE OR REPLACE MACRO st_quantile_position(total, q) AS (total - 1)::DOUBLE * q;
-CREATE OR REPLACE MACRO st_holds_position(below, n, total, q, k) AS
-    below + n > floor(st_quantile_position(total, q)) + k;
-CREATE OR REPLACE MACRO st_between_positions(lo, hi, h) AS
-    lo + (h - floor(h)) * (coalesce(hi, lo)::DOUBLE - lo);
 CREATE OR REPLACE VIEW st_flow_raw_rtt AS
 WITH v AS (SELECT host, flow_id, srtt_us AS x, count(*) AS n, min(ts) AS first_ts, max(ts) AS last_ts FROM rtt GROUP BY ALL),
 -- each value's samples are the (0-based) positions [below, below + n) in the flow's order
