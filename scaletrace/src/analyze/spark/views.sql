@@ -88,6 +88,22 @@ GROUP BY
   f.host,
   f.flow_id;
 
+/* Each flow's RTT over its whole capture, from its raw samples: what the fleet's usual queueing */
+/* and the per-flow latency findings judge it on, and the span of its samples (`first_us`, */
+/* `last_us`), which tells `st_rtt_window` whether any lie outside its kernel windows (one pass */
+/* over the samples for all three). */
+/* The percentiles are quantile_cont's, to the last bit (the samples at positions floor(h) and */
+/* floor(h) + 1 of the flow's order, h = (n - 1) * q as a double, and lo + (hi - lo) * (h - */
+/* floor(h)) between them), computed from how often each value occurs: a smoothed RTT is a */
+/* whole number of µs, so a flow's values repeat as its samples grow (at most one row per µs of */
+/* its RTT's range: an hour of 10 ms samples is 360,000 samples), where quantile_cont holds */
+/* every sample in memory, and this group can spill to disk. With quantile_cont, the analysis */
+/* of 64 nodes' 10 minutes (246 M samples, bench/fleet.py) peaked at 6.5 GB; with this, 2.3 GB. */
+/* (The DDP lab's 2-minute runs have 0.7 distinct values a sample: nothing to gain there.) */
+/* Spark's `percentile` interpolates by another formula: the same up to rounding. Not from the */
+/* kernel's windows, which would need no raw samples: their histograms weigh each ACK, not each */
+/* moment (a flow's bursts count more), and read so, the findings of 16 of the 18 recorded DDP */
+/* runs changed and all 6 clean runs had latency findings (bench/eval.py --rescore, 2026-12-06). */
 CREATE OR REPLACE TEMPORARY VIEW st_flow_raw_rtt AS
 WITH v AS (
   SELECT
