@@ -2210,8 +2210,13 @@ a AS (
     SELECT category, scope, subject, host, rank, score, summary,
            'arrived last without more work of its own than the other ranks: held up by something else, not a straggler' AS withheld
     FROM late_rank WHERE held_up)
-SELECT a.category, a.scope, row_number() OVER (PARTITION BY a.category, a.scope ORDER BY a.withheld IS NOT NULL, a.score DESC, a.subject) AS rank_in_scope,
-       a.subject, a.host, coalesce(fj.job, hj.job) AS job, a.rank, a.score, a.time_lost_s,
+-- Scores and costs to 9 decimal places: DuckDB adds a group's doubles (an avg(), a sum of step
+-- times above the healthy median) in whatever order its threads finish, so their last bit
+-- varied between two analyses of the same data (a straggler's score ...3509, ...351, ...3508
+-- in five runs of tests/data/slow-rank-noise-before-onset); rounded, the same data gives the
+-- same findings, to the byte.
+SELECT a.category, a.scope, row_number() OVER (PARTITION BY a.category, a.scope ORDER BY a.withheld IS NOT NULL, round(a.score, 9) DESC, a.subject) AS rank_in_scope,
+       a.subject, a.host, coalesce(fj.job, hj.job) AS job, a.rank, round(a.score, 9) AS score, round(a.time_lost_s, 9) AS time_lost_s,
        coalesce(coalesce(fj.job, hj.job) || ': ', '') || a.summary AS summary,
        a.first_seen, a.last_seen, a.first_step, a.seen_when, a.next_check,
        coalesce(a.withheld, CASE WHEN a.category IN ('latency', 'contention') AND lost.timed AND NOT lost.job_lost_time
