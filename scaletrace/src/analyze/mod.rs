@@ -550,7 +550,11 @@ pub fn prepare(
 /// at 64 flows each (49 M samples, bench/fleet.py) it spilled past 50 GB without finishing.
 /// The queued samples too: the step attribution and the culprits' counts each read them from
 /// the raw samples (10 of 71 s on 64 nodes' 10 minutes went to the second reading).
-const MATERIALIZED: [&str; 25] = [
+/// The span of each flow's kernel windows too, small as it is: the per-window RTT reads it three
+/// times, and grouped again each time it took 0.76 of that view's 2.58 s on 64 nodes' 10
+/// minutes (2.5 M windows, bench/fleet.py).
+const MATERIALIZED: [&str; 26] = [
+    "st_windowed_flow",
     "st_event",
     "st_rank_trace",
     "st_collective_op",
