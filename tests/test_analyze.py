@@ -901,6 +901,33 @@ def test_the_same_data_gives_the_same_findings_to_the_byte(tmp_path):
     assert all(f["score"] is None or f["score"] == round(f["score"], 9) for f in found), found
 
 
+def test_a_glob_over_the_agents_partitions_analyzes_those_hosts_and_hours_only(tmp_path):
+    """Looking closer at part of a large fleet: the agents' Hive spool (table=/date=/hour=/host=)
+    read through a glob that picks two of four hosts and one hour of two."""
+    recording = os.path.join(DATA, "slow-rank-noise-before-onset", "fleet")
+    store = tmp_path / "spool"
+    for node in sorted(os.listdir(recording)):
+        for table in os.listdir(os.path.join(recording, node)):
+            if not os.path.isdir(os.path.join(recording, node, table)):
+                continue  # the recorder's lock file
+            for f in os.listdir(os.path.join(recording, node, table)):
+                for hour in (21, 22):
+                    d = store / f"table={table}" / "date=2026-12-04" / f"hour={hour}" / f"host={node}"
+                    d.mkdir(parents=True, exist_ok=True)
+                    # the other hour holds a copy that would double every row if it were read
+                    shutil.copy(os.path.join(recording, node, table, f), d / f"part-{hour}-{f}")
+    out = tmp_path / "findings.json"
+    proc = analyze(str(store / "table=*" / "date=*" / "hour=21" / "host=node[01]"),
+                   "--json", str(out), "--no-report")
+    assert " 2 hosts, " in proc.stdout, proc.stdout
+    first = json.loads(out.read_text())[0]
+    assert (first["category"], first["rank"]) == ("slowdown", 1), first["summary"]
+    # what the two hosts' own directories hold, once
+    direct = analyze(os.path.join(recording, "node0"), os.path.join(recording, "node1"), "--no-report").stdout
+    rtt = lambda text: int(re.search(r"([0-9]+) RTT samples", text).group(1))
+    assert rtt(proc.stdout) == rtt(direct) > 0, (proc.stdout, direct)
+
+
 def test_steps_without_evidence_while_a_fault_held_are_not_taken_as_healthy(tmp_path):
     """A real recording (tests/data/reorder-quiet-steps-after-onset: DDP, 5 nodes, node0's
     segments reordered from step 29 of 80). All 50 steps from then on were slower, 30 with
