@@ -1711,7 +1711,9 @@ CREATE OR REPLACE MACRO st_above_floors(slow_steps, time_lost_s, lost_fraction) 
 -- which floor kept it out (a rank 20 ms slower per step that cost the job 2 % is real, but no
 -- finding).
 CREATE OR REPLACE VIEW st_below_floors AS
-SELECT d.cause, d.culprit, d.host, d.rank, d.slow_steps, d.time_lost_s, d.lost_fraction, d.traced_s, d.priced_by,
+-- (costs rounded as `st_finding`'s, for the same reason: this list is printed largest first)
+SELECT d.cause, d.culprit, d.host, d.rank, d.slow_steps, round(d.time_lost_s, 9) AS time_lost_s,
+       round(d.lost_fraction, 9) AS lost_fraction, d.traced_s, d.priced_by,
        concat_ws(', ',
          CASE WHEN d.slow_steps < p.min_culprit_steps THEN printf('fewer than %d slow steps', p.min_culprit_steps::BIGINT) END,
          CASE WHEN d.time_lost_s < p.min_lost_s THEN printf('less than %.2f s', p.min_lost_s) END,
@@ -2212,9 +2214,9 @@ a AS (
     FROM late_rank WHERE held_up)
 -- Scores and costs to 9 decimal places: DuckDB adds a group's doubles (an avg(), a sum of step
 -- times above the healthy median) in whatever order its threads finish, so their last bit
--- varied between two analyses of the same data (a straggler's score ...3509, ...351, ...3508
--- in five runs of tests/data/slow-rank-noise-before-onset); rounded, the same data gives the
--- same findings, to the byte.
+-- varied between two analyses of the same data (the sync_amplification score, an average
+-- wait fraction: ...3509, ...351, ...3508 in five runs of tests/data/slow-rank-noise-before-onset);
+-- rounded, the same data gives the same findings, to the byte.
 SELECT a.category, a.scope, row_number() OVER (PARTITION BY a.category, a.scope ORDER BY a.withheld IS NOT NULL, round(a.score, 9) DESC, a.subject) AS rank_in_scope,
        a.subject, a.host, coalesce(fj.job, hj.job) AS job, a.rank, round(a.score, 9) AS score, round(a.time_lost_s, 9) AS time_lost_s,
        coalesce(coalesce(fj.job, hj.job) || ': ', '') || a.summary AS summary,

@@ -4859,14 +4859,15 @@ FROM priced;
 /* which floor kept it out (a rank 20 ms slower per step that cost the job 2 % is real, but no */
 /* finding). */
 CREATE OR REPLACE TEMPORARY VIEW st_below_floors AS
+/* (costs rounded as `st_finding`'s, for the same reason: this list is printed largest first) */
 SELECT
   d.cause,
   d.culprit,
   d.host,
   d.rank,
   d.slow_steps,
-  d.time_lost_s,
-  d.lost_fraction,
+  ROUND(d.time_lost_s, 9) AS time_lost_s,
+  ROUND(d.lost_fraction, 9) AS lost_fraction,
   d.traced_s,
   d.priced_by,
   CONCAT_WS(
@@ -10423,9 +10424,9 @@ WITH late_rank AS (
 )
 /* Scores and costs to 9 decimal places: DuckDB adds a group's doubles (an avg(), a sum of step */
 /* times above the healthy median) in whatever order its threads finish, so their last bit */
-/* varied between two analyses of the same data (a straggler's score ...3509, ...351, ...3508 */
-/* in five runs of tests/data/slow-rank-noise-before-onset); rounded, the same data gives the */
-/* same findings, to the byte. */
+/* varied between two analyses of the same data (the sync_amplification score, an average */
+/* wait fraction: ...3509, ...351, ...3508 in five runs of tests/data/slow-rank-noise-before-onset); */
+/* rounded, the same data gives the same findings, to the byte. */
 SELECT
   a.category AS category,
   a.scope AS scope,
