@@ -7,24 +7,27 @@ come out first.
     python3 bench/fleet.py --points 16x2,64x2,64x10 --rtt-every-ms 10 --out docs/fleet
 
 The fleet is the tests' congested-peer scenario (tests/scenarios.py) scaled up, written as the
-agent's Hive layout (`table=NAME/...`), with what a recorder at its defaults writes per node:
+agent's Hive layout (`table=NAME/date=.../hour=00/host=NODE/`, a file per table and host), with what a recorder at its defaults writes per node:
 64 flows (two to each of 32 ring neighbours; fewer below 33 nodes), one `flow_windows` row per
 flow and second (the kernel's 1 s windows: RTT percentiles, bytes, retransmits), raw `rtt`
 samples at --rtt-every-ms (the recorder's default is 10 ms per flow: 117 MB per node-hour,
-117 GB for the fleet-hour, which this machine's disk cannot hold; `analyze` reads the windows
-for its per-window views, the samples for the step-level attribution and per-flow latency), GPU kernels of --gpus ranks per node for every step (compute, then an AllReduce
+117 GB for the fleet-hour, which this machine's disk cannot hold: --rtt-around writes them for
+the congested node's neighbourhood only; `analyze` reads the windows for its per-window views
+and its triage, the samples for the step-level attribution and per-flow latency), GPU kernels of --gpus ranks per node for every step (compute, then an AllReduce
 after the last rank arrives) and a few stray retransmits. Planted: the flows *to* one node
 (a third of the way round the ring) see RTT x6 and a third of their throughput from 1/3 to 1/2
 of the run, and every rank's AllReduce stretches then.
 
-Each point generates its fleet into --dir (removed after), runs `analyze --no-report --json`
-under /usr/bin/time for wall time and peak RSS, and checks that the first slowdown verdict names
-the congested node."""
+Each point generates its fleet into --dir (removed after), runs `analyze --no-report --json
+--triage auto` (a store of more than 64 hosts is triaged) under /usr/bin/time for wall time and
+peak RSS, and checks that the first slowdown verdict names the congested node; --whole-too
+analyzes the same store again with `--triage off`."""
 import argparse
 import datetime
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -48,8 +51,19 @@ def congested_node(nodes):
     return nodes // 3
 
 
-def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms):
-    """Writes the fleet under `out` (Hive layout); returns rows written per table."""
+def rtt_nodes_of(nodes, around):
+    """The nodes that get raw RTT samples: all (around None), else the congested node and its
+    `around` ring neighbours each way (the disk here holds 65 GB; the fleet-hour's raw samples at
+    10 ms are 117 GB)."""
+    if around is None:
+        return None
+    hot = congested_node(nodes)
+    return sorted({(hot + d) % nodes for d in range(-around, around + 1)})
+
+
+def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms, rtt_nodes=None):
+    """Writes the fleet under `out` (Hive layout); returns rows written per table. Raw RTT
+    samples for `rtt_nodes` only when given (None: every node)."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET preserve_insertion_order = false")
@@ -62,11 +76,16 @@ def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms):
     rows = {}
 
     def write(table, group, query):
-        directory = os.path.join(out, f"table={table}")
+        # the agent's spool: a directory per table, date, hour and host (the host column kept
+        # in the files, as the agent writes them), so a glob or filter on hosts reads their files
+        # only; every run starts at BASE and lasts at most an hour
+        directory = os.path.join(out, f"table={table}", f"date={BASE[:10]}", "hour=00")
         os.makedirs(directory, exist_ok=True)
-        path = os.path.join(directory, f"nodes{group:05d}.parquet")
-        con.execute(f"COPY ({query}) TO '{path}' (FORMAT parquet, ROW_GROUP_SIZE 122880)")
-        rows[table] = rows.get(table, 0) + con.execute(f"SELECT count(*) FROM '{path}'").fetchone()[0]
+        con.execute(f"CREATE OR REPLACE TEMP TABLE written AS {query}")
+        con.execute(f"""COPY written TO '{directory}' (FORMAT parquet, ROW_GROUP_SIZE 122880,
+                        PARTITION_BY (host), WRITE_PARTITION_COLUMNS true, OVERWRITE_OR_IGNORE true,
+                        FILENAME_PATTERN 'nodes{group:05d}_{{i}}')""")
+        rows[table] = rows.get(table, 0) + con.execute("SELECT count(*) FROM written").fetchone()[0]
 
     for group, first in enumerate(range(0, nodes, NODES_PER_FILE)):
         last = min(first + NODES_PER_FILE, nodes)
@@ -97,24 +116,32 @@ def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms):
                    ({seconds} * 2000)::UINTEGER AS rtt_updates, 50::UINTEGER AS min_rtt_us
             FROM flow_def""")
         # the kernel's windows: ~2,000 RTT updates a second at ~50 µs (x6 when congested)
+        # the kernel's windows: ~2,000 RTT updates a second at ~50 µs (x6 when congested); the
+        # updates that give the percentiles: half at the median, 40 % at the 90th, the rest at
+        # the 99th (bucket bounds as rtt_histogram.rs). The lists are built once per distinct
+        # triple of buckets and joined: built per row, they took most of the generation.
         write("flow_windows", group, f"""
+            WITH base AS (
+                SELECT *, bucket(p50)::INTEGER AS b50, bucket(p90)::INTEGER AS b90, bucket(p99)::INTEGER AS b99
+                FROM (SELECT *, m * 50 * (1 + 0.1 * noise) AS p50, m * 50 * (1.15 + 0.1 * noise) AS p90,
+                             m * 50 * (1.25 + 0.2 * noise) AS p99
+                      FROM (SELECT *, CASE WHEN congested THEN 6.0 ELSE 1.0 END AS m FROM second))),
+            lists AS (
+                SELECT b50, b90, b99,
+                       list_transform(range(0, 84), lambda i: (CASE WHEN i = b50 THEN 1000 ELSE 0 END
+                                                          + CASE WHEN i = b90 THEN 800 ELSE 0 END
+                                                          + CASE WHEN i = b99 THEN 200 ELSE 0 END))::UINTEGER[] AS rtt_buckets
+                FROM (SELECT DISTINCT b50, b90, b99 FROM base))
             SELECT 'node' || node AS host, {ts} + to_seconds(s::BIGINT) AS ts, flow_id::UBIGINT AS flow_id,
                    1000000000::UBIGINT AS window_ns, 2000::UINTEGER AS rtt_updates,
                    (m * 50)::UINTEGER AS srtt_min_us, m * 50 * (1 + 0.1 * noise) AS srtt_mean_us,
                    (m * 50 * (1.3 + 0.2 * noise))::UINTEGER AS srtt_max_us,
-                   p50 AS srtt_p50_us, p90 AS srtt_p90_us, p99 AS srtt_p99_us,
-                   -- the updates that give those percentiles: half at the median, 40 % at the
-                   -- 90th, the rest at the 99th (bucket bounds as rtt_histogram.rs)
-                   list_transform(range(0, 84), lambda i: (CASE WHEN i = bucket(p50) THEN 1000 ELSE 0 END
-                                                      + CASE WHEN i = bucket(p90) THEN 800 ELSE 0 END
-                                                      + CASE WHEN i = bucket(p99) THEN 200 ELSE 0 END))::UINTEGER[] AS rtt_buckets,
+                   p50 AS srtt_p50_us, p90 AS srtt_p90_us, p99 AS srtt_p99_us, l.rtt_buckets,
                    (1250000000 * CASE WHEN congested THEN 0.33 ELSE 1.0 END)::UBIGINT AS bytes_sent,
                    0::UBIGINT AS bytes_received, 0::UINTEGER AS retrans_segments, 0::UINTEGER AS retransmit_events,
                    0::UINTEGER AS rto_count, 0::UBIGINT AS rto_recovery_ns, 0::UBIGINT AS loss_recovery_ns
-            FROM (SELECT *, m * 50 * (1 + 0.1 * noise) AS p50, m * 50 * (1.15 + 0.1 * noise) AS p90,
-                         m * 50 * (1.25 + 0.2 * noise) AS p99
-                  FROM (SELECT *, CASE WHEN congested THEN 6.0 ELSE 1.0 END AS m FROM second))""")
-        if rtt_every_ms:
+            FROM base JOIN lists l USING (b50, b90, b99)""")
+        if rtt_every_ms and (rtt_nodes is None or any(first <= n < last for n in rtt_nodes)):
             per_second = max(1, 1000 // rtt_every_ms)
             write("rtt", group, f"""
                 SELECT 'node' || node AS host,
@@ -127,7 +154,8 @@ def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms):
                        (1250000000 * ((s * {per_second} + i) / {per_second}
                         - CASE WHEN peer = {hot} THEN 0.67 * greatest(0, least((s * {per_second} + i) / {per_second}, {c1}) - {c0}) ELSE 0 END))::UBIGINT AS bytes_acked,
                        0::UBIGINT AS bytes_received
-                FROM second, range(0, {per_second}) r(i)""")
+                FROM second, range(0, {per_second}) r(i)
+                WHERE {'true' if rtt_nodes is None else 'node IN (' + (','.join(map(str, rtt_nodes)) or '-1') + ')'}""")
         write("interfaces", group, f"""
             SELECT 'node' || n AS host, 'r1' AS run_id, 'eth0' AS name, 'ipv4' AS family, ip(n) AS addr,
                    16::UTINYINT AS prefix_len, 0::BIGINT AS numa_node
@@ -140,7 +168,7 @@ def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms):
             FROM range({first}, {last}) a(n), range(0, {gpus}) b(g)""")
         # two stray retransmits a node and hour: real networks are never perfectly clean
         write("retransmits", group, f"""
-            SELECT 'node' || node AS host, {ts} + to_microseconds((hash(flow_id) % ({seconds} * 1000000))::BIGINT) AS ts,
+            SELECT 'node' || node AS host, {ts} + to_microseconds((hash(flow_id) % ({seconds}::BIGINT * 1000000))::BIGINT) AS ts,
                    flow_id::UBIGINT AS flow_id, 'retransmit' AS kind, 'ipv4' AS family, ip(node) AS local_addr,
                    (40000 + flow_id % 20000)::USMALLINT AS local_port, ip(peer) AS remote_addr,
                    (5000 + k)::USMALLINT AS remote_port, 'ESTABLISHED' AS state
@@ -177,10 +205,10 @@ def du(path):
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
-def analyze(binary, store, work, memory_limit):
+def analyze(binary, store, work, memory_limit, triage):
     out = os.path.join(work, "findings.json")
     cmd = ["/usr/bin/time", "-f", "%e %M", binary, "analyze", store, "--no-report", "--json", out,
-           "--temp-dir", os.path.join(work, "spill")]
+           "--temp-dir", os.path.join(work, "spill"), "--triage", triage]
     if memory_limit:
         cmd += ["--memory-limit", memory_limit]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -189,8 +217,10 @@ def analyze(binary, store, work, memory_limit):
     if proc.returncode != 0:
         return {"wall_s": wall, "peak_rss_gb": rss_kb / 2**20, "error": "\n".join(tail[-3:-1])}
     findings = json.loads(open(out).read())
+    read = re.search(r"the exact analysis of (\d+) of the", proc.stdout)
     verdicts = [f for f in findings if f["category"] == "slowdown"]
     return {"wall_s": wall, "peak_rss_gb": round(rss_kb / 2**20, 2), "findings": len(findings),
+            "hosts_read": int(read.group(1)) if read else None,
             "first_slowdown": verdicts[0]["subject"] if verdicts else None,
             "first_slowdown_summary": verdicts[0]["summary"] if verdicts else None,
             "first_finding": f"{findings[0]['category']}: {findings[0]['subject']}" if findings else None}
@@ -201,12 +231,19 @@ def point(args, nodes, minutes):
     shutil.rmtree(work, ignore_errors=True)
     store = os.path.join(work, "store")
     t0 = time.monotonic()
-    rows = generate(store, nodes, minutes * 60, args.gpus, args.step_ms, args.rtt_every_ms)
+    rtt_nodes = rtt_nodes_of(nodes, args.rtt_around)
+    rows = generate(store, nodes, minutes * 60, args.gpus, args.step_ms, args.rtt_every_ms, rtt_nodes)
     generated = time.monotonic() - t0
     result = {"nodes": nodes, "minutes": minutes, "rows": rows, "store_gb": round(du(store) / 1e9, 3),
-              "generate_s": round(generated, 1), "congested_node": f"node{congested_node(nodes)}"}
-    result.update(analyze(args.binary, store, work, args.memory_limit))
+              "generate_s": round(generated, 1), "congested_node": f"node{congested_node(nodes)}",
+              "rtt_nodes": len(rtt_nodes) if rtt_nodes is not None else nodes}
+    result.update(analyze(args.binary, store, work, args.memory_limit, args.triage))
     result["planted_first"] = result.get("first_slowdown") == result["congested_node"]
+    if args.whole_too and nodes * minutes <= args.whole_too:
+        # the same store read whole (`--triage off`), right after: the baseline of the ratio
+        whole = analyze(args.binary, store, work, args.memory_limit, "off")
+        whole["planted_first"] = whole.get("first_slowdown") == result["congested_node"]
+        result["whole"] = whole
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(result), flush=True)
@@ -215,12 +252,22 @@ def point(args, nodes, minutes):
 
 def markdown(meta, out):
     k = meta["settings"]
+    def verdict(r):
+        return 'yes' if r['planted_first'] else 'no: ' + str(r.get('first_slowdown') or r.get('error'))
+
+    def whole(r):
+        w = r.get("whole")
+        return f"{w['wall_s']:.0f} s, {w['peak_rss_gb']:.1f} GB, {verdict(w)}" if w else "not run"
+
     rows = "\n".join(
         f"| {r['nodes']} x {r['minutes']} min | {r['rows']['flows']:,} "
-        f"| {r['rows'].get('rtt', 0) / 1e6:,.1f} M | {r['rows']['flow_windows'] / 1e6:,.2f} M | {r['store_gb']:.2f} GB "
-        f"| {r['wall_s']:.0f} s | {r['peak_rss_gb']:.1f} GB "
-        f"| {'yes' if r['planted_first'] else 'no: ' + str(r.get('first_slowdown') or r.get('error'))} |"
+        f"| {r['rows'].get('rtt', 0) / 1e6:,.1f} M ({r.get('rtt_nodes', r['nodes'])} nodes) | {r['rows']['flow_windows'] / 1e6:,.2f} M | {r['store_gb']:.2f} GB "
+        f"| {r['wall_s']:.0f} s | {r['peak_rss_gb']:.1f} GB | {r.get('hosts_read') or 'all'} "
+        f"| {verdict(r)} | {whole(r)} |"
         for r in meta["results"])
+    around = ("" if k.get("rtt_around") is None else
+              f" Raw RTT samples were written for the congested node and its {k['rtt_around']} ring neighbours"
+              " each way only (the disk here cannot hold the fleet-hour's 117 GB).")
     return f"""# Analyzing a fleet's store
 
 Generated by `{meta['command']}` on {meta['date']} ({meta['machine']}); raw numbers in `{os.path.basename(out)}.json`.
@@ -228,12 +275,14 @@ Generated by `{meta['command']}` on {meta['date']} ({meta['machine']}); raw numb
 The fleet is the tests' congested-peer scenario scaled up (bench/fleet.py says how): 64 flows per
 node (fewer below 33 nodes), one `flow_windows` row per flow and second, {'raw RTT samples every ' + str(k['rtt_every_ms']) + ' ms per flow' if k['rtt_every_ms'] else 'no raw RTT samples'},
 {k['gpus']} ranks per node with a {k['step_ms']} ms training step. One node (a third of the way round the
-ring) is congested for a sixth of the run. `analyze --no-report --json`
+ring) is congested for a sixth of the run. `analyze --no-report --json --triage {k.get('triage', 'auto')}`
 {('--memory-limit ' + k['memory_limit']) if k['memory_limit'] else 'at its default memory limit (80 % of RAM)'}; wall time and peak RSS from
-/usr/bin/time; "planted first": the first slowdown verdict names the congested node.
+/usr/bin/time; "hosts read": the hosts the exact analysis read after the triage (a store of more
+than 64 hosts is triaged at `auto`); "planted first": the first slowdown verdict names the
+congested node.{around}
 
-| fleet | flows | RTT samples | flow windows | store | analyze wall | peak RSS | planted first |
-|---|---|---|---|---|---|---|---|
+| fleet | flows | RTT samples | flow windows | store | analyze wall | peak RSS | hosts read | planted first | the store read whole (`--triage off`): wall, RSS, planted first |
+|---|---|---|---|---|---|---|---|---|---|
 {rows}
 """ + (f"\n{meta['note']}\n" if meta.get("note") else "")
 
@@ -258,6 +307,12 @@ def main():
     p.add_argument("--step-ms", type=int, default=1000, help="training step")
     p.add_argument("--rtt-every-ms", type=int, default=0,
                    help="raw RTT samples per flow every this many ms (0: none; the recorder's default is 10)")
+    p.add_argument("--rtt-around", type=int, default=None,
+                   help="raw RTT samples only for the congested node and this many ring neighbours each way "
+                        "(default: every node); the fleet-hour's samples do not fit this machine's disk")
+    p.add_argument("--triage", default="auto", choices=["auto", "on", "off"], help="analyze --triage")
+    p.add_argument("--whole-too", type=int, default=0, metavar="NODE_MINUTES",
+                   help="also analyze every point up to this many node-minutes with --triage off")
     p.add_argument("--memory-limit", default=None, help="analyze --memory-limit")
     p.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "scaletrace"))
     p.add_argument("--dir", default="/var/tmp/scaletrace-fleet", help="where the fleets are generated")
@@ -283,7 +338,7 @@ def write(args, results):
                        f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB",
             "command": "python3 " + " ".join(sys.argv), "note": args.note,
             "settings": {"rtt_every_ms": args.rtt_every_ms, "gpus": args.gpus, "step_ms": args.step_ms,
-                         "memory_limit": args.memory_limit},
+                         "memory_limit": args.memory_limit, "rtt_around": args.rtt_around, "triage": args.triage},
             "results": results}
     with open(args.out + ".json", "w") as f:
         json.dump(meta, f, indent=1)

@@ -7,6 +7,7 @@ mod report;
 mod sources;
 mod spark;
 mod svg;
+mod triage;
 
 use std::{io::Write as _, path::PathBuf, time::Duration};
 
@@ -69,6 +70,14 @@ pub struct AnalyzeArgs {
     /// /usr/local/lib, then the loader's search path).
     #[arg(long)]
     pub duckdb_lib: Option<PathBuf>,
+
+    /// On a large fleet, first name the suspect nodes and ranks from the kernel's per-flow
+    /// windows, the flows and each rank's compute time per minute (no raw RTT sample), then run
+    /// the exact analysis on their hosts, the peers that recorded their links and two reference
+    /// hosts only: one hour of 1,000 nodes in minutes instead of an hour. `auto` triages stores
+    /// of more than 64 hosts; the lines before the findings say which hosts were read.
+    #[arg(long, value_enum, default_value_t = triage::Mode::Auto)]
+    pub triage: triage::Mode,
 
     #[command(flatten)]
     pub resources: Resources,
@@ -511,11 +520,24 @@ pub fn prepare(
 ) -> Result<(DuckDb, Sources)> {
     let sources = sources::discover(paths)?;
     let params = Params::new(window, set)?;
+    let db = prepare_sources(&sources, &params, duckdb_lib, resources, baseline, progress)?;
+    Ok((db, sources))
+}
+
+/// `prepare` for sources already found (and perhaps narrowed to a triage's hosts).
+fn prepare_sources(
+    sources: &Sources,
+    params: &Params,
+    duckdb_lib: Option<&std::path::Path>,
+    resources: &Resources,
+    baseline: Option<&Baseline>,
+    progress: &dyn Fn(&str),
+) -> Result<DuckDb> {
     let db = DuckDb::open(duckdb_lib)?;
     log::debug!("DuckDB {} from {}", db.version(), db.library.display());
     db.execute(&resources.settings_sql())
         .context("--memory-limit / --temp-dir")?;
-    let script = script(&sources, &params, baseline)?;
+    let script = script(sources, params, baseline)?;
     let steps = building_block_steps(&script);
     for (i, (block, sql)) in steps.iter().enumerate() {
         let started = std::time::Instant::now();
@@ -534,7 +556,7 @@ pub fn prepare(
             );
         }
     }
-    Ok((db, sources))
+    Ok(db)
 }
 
 /// Views that many diagnoses read, in dependency order. DuckDB inlines a view wherever it is
@@ -858,10 +880,24 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         &|m| spinner.show(&format!("baseline: {m}")),
     )?;
     spinner.hide();
-    let (db, sources) = prepare(
-        &args.paths,
-        args.window,
-        &args.set,
+    let mut sources = sources::discover(&args.paths)?;
+    let params = Params::new(args.window, &args.set)?;
+    spinner.show("triage: which hosts to analyze");
+    let triage = triage::run(
+        args.triage,
+        &sources,
+        &params,
+        args.duckdb_lib.as_deref(),
+        &args.resources,
+    )
+    .context("--triage")?;
+    if let Some(t) = &triage {
+        sources.hosts = Some(t.drill.clone());
+        log::debug!("triage took {:.1} s", t.seconds);
+    }
+    let db = prepare_sources(
+        &sources,
+        &params,
         args.duckdb_lib.as_deref(),
         &args.resources,
         baseline.as_ref(),
@@ -873,6 +909,9 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
     // or a reader that went away loses neither; warnings, where the report went and how long
     // it took are about the run (stderr).
     let mut out: Vec<u8> = Vec::new();
+    if let Some(t) = &triage {
+        let _ = write!(out, "{}", t.describe());
+    }
     if let Some(b) = &baseline {
         b.check_same_job(&db)?;
         // what the findings were priced against
@@ -961,16 +1000,16 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         write_atomically(path, serde_json::to_string_pretty(&findings)?.as_bytes())?;
     }
     if !args.no_report {
-        let html = report::render(
-            &db,
-            &overview,
-            &findings,
-            &withheld,
-            &below_floors,
-            &not_analyzed,
-            &args,
-        )
-        .context("building the report")?;
+        let triage_lines = triage.as_ref().map(|t| t.describe());
+        let outcome = report::Outcome {
+            overview: &overview,
+            findings: &findings,
+            withheld: &withheld,
+            below_floors: &below_floors,
+            not_analyzed: &not_analyzed,
+            triage: triage_lines.as_deref(),
+        };
+        let html = report::render(&db, outcome, &args).context("building the report")?;
         write_atomically(&args.report, html.as_bytes())?;
     }
     // (a reader that stops early is no error; a full disk is)

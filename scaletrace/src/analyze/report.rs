@@ -301,15 +301,27 @@ const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1200px;col
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;vertical-align:top}
 th{background:#f0f0f0}h2{border-bottom:1px solid #ccc;margin-top:1.5em}.none{color:#777}.chart{display:block;margin:1em 0}";
 
-pub fn render(
-    db: &DuckDb,
-    overview: &Overview,
-    findings: &[Finding],
-    withheld: &[Finding],
-    below_floors: &[BelowFloors],
-    not_analyzed: &[(&str, String)],
-    args: &AnalyzeArgs,
-) -> Result<String> {
+/// What the analysis concluded, as `analyze` printed it.
+#[derive(Clone, Copy)]
+pub struct Outcome<'a> {
+    pub overview: &'a Overview,
+    pub findings: &'a [Finding],
+    pub withheld: &'a [Finding],
+    pub below_floors: &'a [BelowFloors],
+    pub not_analyzed: &'a [(&'a str, String)],
+    /// The triage's lines (`analyze --triage`): the report covers its hosts only.
+    pub triage: Option<&'a str>,
+}
+
+pub fn render(db: &DuckDb, outcome: Outcome, args: &AnalyzeArgs) -> Result<String> {
+    let Outcome {
+        overview,
+        findings,
+        withheld,
+        below_floors,
+        not_analyzed,
+        triage,
+    } = outcome;
     let mut h = String::new();
     let _ = write!(
         h,
@@ -322,6 +334,10 @@ pub fn render(
         humantime::format_duration(args.window),
         escape(&args.paths.join(", "))
     );
+    // the report covers the triaged hosts only: said where it is read
+    if let Some(t) = triage {
+        let _ = write!(h, "<pre>{}</pre>", escape(t));
+    }
     h.push_str("<h2>Findings</h2>");
     for (category, title, _) in CATEGORIES {
         let _ = write!(h, "<h3>{}</h3>", escape(title));

@@ -21,6 +21,8 @@ pub struct Sources {
     pub locations: BTreeMap<&'static str, BTreeSet<Location>>,
     /// Files left out: not whole Parquet files (truncated: a partial copy or download).
     pub skipped: Vec<PathBuf>,
+    /// Read only these hosts' rows (`analyze --triage`); None: every host.
+    pub hosts: Option<BTreeSet<String>>,
 }
 
 impl Sources {
@@ -304,6 +306,15 @@ fn pattern_for(root: &str, rel: &Path, table: &str) -> String {
     }
 }
 
+/// `host IN (...)` for these hosts (`false` for none).
+pub fn host_in(hosts: &BTreeSet<String>) -> String {
+    if hosts.is_empty() {
+        return "false".to_string();
+    }
+    let list: Vec<String> = hosts.iter().map(|h| quote(h)).collect();
+    format!("host IN ({})", list.join(", "))
+}
+
 /// SQL string literal.
 pub fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
@@ -334,11 +345,19 @@ pub fn views_sql(sources: &Sources) -> String {
             "SELECT {}{empty_file_column} WHERE false",
             columns.join(", ")
         );
+        // The parquet reader skips the row groups (and so the files, one host each in an
+        // agent's spool) whose statistics rule the hosts out.
+        let only_hosts = match &sources.hosts {
+            Some(hosts) if table.columns.iter().any(|(name, _)| *name == "host") => {
+                format!(" WHERE {}", host_in(hosts))
+            }
+            _ => String::new(),
+        };
         match sources.patterns.get(table.name) {
             Some(patterns) if sources.has(table.name) => {
                 let list: Vec<String> = patterns.iter().map(|p| quote(p)).collect();
                 out.push_str(&format!(
-                    "CREATE OR REPLACE VIEW {} AS SELECT *{file_column} FROM read_parquet([{}], union_by_name = true, hive_partitioning = false)\n  UNION ALL BY NAME {empty};\n",
+                    "CREATE OR REPLACE VIEW {} AS SELECT *{file_column} FROM read_parquet([{}], union_by_name = true, hive_partitioning = false){only_hosts}\n  UNION ALL BY NAME {empty};\n",
                     table.name,
                     list.join(", ")
                 ));
@@ -431,6 +450,28 @@ mod tests {
         let sql = views_sql(&s);
         assert!(sql.contains("CREATE OR REPLACE VIEW flows AS SELECT * FROM read_parquet(["));
         assert!(sql.contains("CREATE OR REPLACE VIEW gpu_events AS SELECT NULL::"));
+        assert!(!sql.contains(" WHERE host IN"));
+    }
+
+    #[test]
+    fn a_triage_reads_its_hosts_rows_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("n1/flows/a.parquet");
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(&f, LOOKS_WHOLE).unwrap();
+        let mut s = discover(&[dir.path().display().to_string()]).unwrap();
+        s.hosts = Some(["n1".to_string(), "it's".to_string()].into());
+        let sql = views_sql(&s);
+        let flows = sql
+            .lines()
+            .find(|l| l.starts_with("CREATE OR REPLACE VIEW flows AS"))
+            .unwrap();
+        assert!(
+            flows.ends_with("hive_partitioning = false) WHERE host IN ('it''s', 'n1')"),
+            "{flows}"
+        );
+        s.hosts = Some(Default::default());
+        assert!(views_sql(&s).contains(" WHERE false\n  UNION ALL BY NAME"));
     }
 
     #[test]

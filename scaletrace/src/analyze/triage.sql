@@ -1,0 +1,77 @@
+-- The fleet pass of `analyze --triage` (analyze/triage.rs): which hosts of a large fleet the
+-- exact analysis should read. It reads what grows with flows and seconds (the kernel's
+-- per-flow windows, the flows, each rank's compute time per minute), never a raw RTT sample,
+-- and it names suspects, not causes: the findings come from the exact analysis over the
+-- suspects' hosts, the peers that recorded their links and a few references, with the same
+-- floors as on a whole store. Runs after the table views, `st_params` and the node views of
+-- views.sql that it shares (`st_flow_node`, `st_data_flow`: triage.rs names them).
+
+-- Each sending flow (the ends the exact analysis judges on latency) with its nodes and its
+-- path's minimum RTT as the kernel keeps it.
+CREATE OR REPLACE VIEW st_triage_flow AS
+SELECT d.host, d.flow_id, d.node, d.remote_node, d.bytes_sent, m.min_rtt_us, m.retransmits, m.stall_s
+FROM st_data_flow d
+JOIN (SELECT host, flow_id, min(nullif(min_rtt_us, 0)) AS min_rtt_us,
+             sum(coalesce(total_retrans, 0)) AS retransmits, sum(coalesce(rto_recovery_ns, 0)) / 1e9 AS stall_s
+      FROM flows GROUP BY ALL) m USING (host, flow_id);
+
+-- Per flow: the seconds of its kernel windows whose RTT's 90th percentile lay at least
+-- `min_queueing_us` above its path's minimum (a tenth of the window's RTT updates or more
+-- queued: an AllReduce's burst through a congested port fills part of a step, not all of it),
+-- with its retransmitted segments and timeout stall time from `flows` (exact, and there for
+-- recordings without windows too). Only sending flows are judged on queueing, as in the exact
+-- analysis; every flow's losses count.
+CREATE OR REPLACE VIEW st_triage_flow_evidence AS
+WITH q AS (
+    SELECT w.host, w.flow_id, count(*) AS windows,
+           coalesce(sum(w.window_ns) FILTER (WHERE f.bytes_sent >= p.min_flow_bytes
+                                             AND w.srtt_p90_us - f.min_rtt_us >= p.min_queueing_us), 0) / 1e9 AS queued_s
+    FROM flow_windows w JOIN st_triage_flow f USING (host, flow_id), st_params p
+    GROUP BY ALL)
+SELECT f.host, f.flow_id, f.node, f.remote_node, f.bytes_sent, coalesce(q.windows, 0) AS windows,
+       coalesce(q.queued_s, 0) AS queued_s, f.retransmits, f.stall_s
+FROM st_triage_flow f LEFT JOIN q USING (host, flow_id);
+-- computed once: the node shares, the links and the coverage line each read it, and each
+-- reading would scan every window again (230 M in a 1,000-node hour)
+CREATE OR REPLACE TEMP TABLE st_triage_flow_evidence__computed AS SELECT * FROM st_triage_flow_evidence;
+CREATE OR REPLACE VIEW st_triage_flow_evidence AS SELECT * FROM st_triage_flow_evidence__computed;
+
+-- Each node's share of the fleet's queueing, losses and timeout stalls, counted at both ends
+-- of every flow (so the shares of all nodes add up to 2): a congested port, a lossy link or a
+-- slow NIC gathers its peers' evidence on itself, where evidence spread over the fleet (load
+-- everywhere) gives no node much of it.
+CREATE OR REPLACE VIEW st_triage_node AS
+WITH ends AS (
+    SELECT node, queued_s, retransmits, stall_s FROM st_triage_flow_evidence
+    UNION ALL SELECT remote_node, queued_s, retransmits, stall_s FROM st_triage_flow_evidence),
+n AS (SELECT node, sum(queued_s) AS queued_s, sum(retransmits) AS retransmits, sum(stall_s) AS stall_s
+      FROM ends GROUP BY node)
+SELECT n.*,
+       coalesce(n.queued_s / nullif(sum(n.queued_s) OVER (), 0), 0) AS queued_share,
+       coalesce(n.retransmits / nullif(sum(n.retransmits) OVER (), 0), 0) AS loss_share,
+       coalesce(n.stall_s / nullif(sum(n.stall_s) OVER (), 0), 0) AS stall_share
+FROM n;
+
+-- Each rank's compute time (GPU work outside collectives) above the median rank's, per
+-- minute, and its share of the fleet's: a straggler's own work is long in the minutes it
+-- holds the job up. A rank whose excess adds up to less than the verdict's floor
+-- (`min_lost_s`) cannot have cost the job that much by its own work: no suspect (in a uniform
+-- fleet every minute has ranks a few µs above its median). Timelines without GPU events
+-- (CPU-only jobs) give no straggler suspect.
+CREATE OR REPLACE VIEW st_triage_rank AS
+WITH m AS (
+    SELECT host, rank, st_us(ts) // 60000000 AS minute, sum(dur_ns) AS own_ns
+    FROM gpu_events WHERE on_gpu AND collective IS NULL AND rank IS NOT NULL GROUP BY ALL),
+x AS (SELECT host, rank, greatest(own_ns - median(own_ns) OVER (PARTITION BY minute), 0) AS excess_ns FROM m),
+r AS (SELECT host, rank, sum(excess_ns) / 1e9 AS excess_s FROM x GROUP BY ALL)
+SELECT r.*, coalesce(r.excess_s / nullif(sum(r.excess_s) OVER (), 0), 0) AS excess_share
+FROM r, st_params p WHERE r.excess_s >= p.min_lost_s;
+
+-- The hosts that recorded each node's links, with the evidence on those links: where the
+-- exact analysis finds a suspect node's queued samples and retransmits (a congested node's
+-- inbound flows are recorded by its senders).
+CREATE OR REPLACE VIEW st_triage_link AS
+SELECT node, host, sum(queued_s) AS queued_s, sum(retransmits) AS retransmits, sum(stall_s) AS stall_s
+FROM (SELECT node, host, queued_s, retransmits, stall_s FROM st_triage_flow_evidence
+      UNION ALL SELECT remote_node, host, queued_s, retransmits, stall_s FROM st_triage_flow_evidence)
+GROUP BY ALL;
