@@ -61,15 +61,16 @@ def rtt_nodes_of(nodes, around):
     return sorted({(hot + d) % nodes for d in range(-around, around + 1)})
 
 
-def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms, rtt_nodes=None):
+def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms, rtt_nodes=None, plant=True, profiler_steps=False):
     """Writes the fleet under `out` (Hive layout); returns rows written per table. Raw RTT
-    samples for `rtt_nodes` only when given (None: every node)."""
+    samples for `rtt_nodes` only when given (None: every node); `plant=False`: no congestion;
+    `profiler_steps`: each rank's training steps annotated too."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET preserve_insertion_order = false")
     ts = f"TIMESTAMPTZ '{BASE}'"
     hot = congested_node(nodes)
-    c0, c1 = seconds // 3, seconds // 2
+    c0, c1 = (seconds // 3, seconds // 2) if plant else (0, 0)
     # the histogram bucket of an RTT of v µs (v >= 4): four buckets per power of two
     con.execute("CREATE MACRO bucket(v) AS 4 * (floor(log2(v)) - 1) + floor(v / 2 ** (floor(log2(v)) - 2)) - 4")
     con.execute(f"CREATE MACRO ip(n) AS '10.' || (n // 65536) || '.' || (n // 256 % 256) || '.' || (n % 256 + 1)")
@@ -176,6 +177,14 @@ def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms, rtt_nodes=None):
         # every rank's compute, then its AllReduce, which ends 20 % of a step after the last
         # rank of the whole job arrives (70 % in congested steps)
         step_us = step_ms * 1000
+        # the CPU-side `ProfilerStep#N` annotation of each rank's step, as PyTorch's profiler
+        # writes it (what `--baseline` needs)
+        profiler_step_rows = f"""
+            UNION ALL
+            SELECT 'node' || node, rank, {ts} + to_microseconds(start_us::BIGINT), ({step_us} * 1000)::BIGINT,
+                   'user_annotation', 'ProfilerStep#' || step, false, NULL, NULL, NULL, gpu, 1, NULL,
+                   'rank' || rank || '.pt.trace.json', true, NULL
+            FROM k""" if profiler_steps else ""
         write("gpu_events", group, f"""
             WITH a AS (
                 SELECT n AS node, g AS gpu, n * {gpus} + g AS rank, step, step * {step_us} AS start_us,
@@ -197,7 +206,7 @@ def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms, rtt_nodes=None):
                    ((last_arrival_us - compute_us + CASE WHEN congested THEN {step_us * 7 // 10} ELSE {step_us // 5} END) * 1000)::BIGINT,
                    'kernel', 'ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)',
                    true, 'AllReduce', gpu, 8, gpu, 7, NULL, 'rank' || rank || '.pt.trace.json', true, 'nccl_kernel'
-            FROM k""")
+            FROM k{profiler_step_rows}""")
     return rows
 
 

@@ -73,7 +73,9 @@ impl Baseline {
         self.check_ranks(ranks)
     }
 
-    fn check_ranks(&self, ranks: i64) -> Result<()> {
+    /// As `check_same_job`, with the ranks counted elsewhere (a triaged store's, whose exact
+    /// analysis reads some of them).
+    pub fn check_ranks(&self, ranks: i64) -> Result<()> {
         if ranks > 0 && ranks != self.ranks {
             bail!(
                 "--baseline {}: its job has {} ranks, this one {ranks}: not a run of the same job",

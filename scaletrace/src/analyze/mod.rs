@@ -72,10 +72,13 @@ pub struct AnalyzeArgs {
     pub duckdb_lib: Option<PathBuf>,
 
     /// On a large fleet, first name the suspect nodes and ranks from the kernel's per-flow
-    /// windows, the flows and each rank's compute time per minute (no raw RTT sample), then run
-    /// the exact analysis on their hosts, the peers that recorded their links and two reference
-    /// hosts only: one hour of 1,000 nodes in minutes instead of an hour. `auto` triages stores
-    /// of more than 64 hosts; the lines before the findings say which hosts were read.
+    /// windows (queueing needs them: `record --flow-window`, on by default), the flows'
+    /// retransmits and stalls, and each rank's compute and collective time per minute (no raw
+    /// RTT sample), then run the exact analysis on their hosts, the peers that recorded evidence
+    /// on their links and two reference hosts only: one hour of 1,000 nodes took about a minute
+    /// (docs/fleet-hour.md). The findings, their costs and the fleet's usual are then those of
+    /// the hosts read. `auto` triages stores of more than 64 hosts; the lines before the
+    /// findings say what the triage saw and which hosts were read.
     #[arg(long, value_enum, default_value_t = triage::Mode::Auto)]
     pub triage: triage::Mode,
 
@@ -913,7 +916,10 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         let _ = write!(out, "{}", t.describe());
     }
     if let Some(b) = &baseline {
-        b.check_same_job(&db)?;
+        match &triage {
+            Some(t) => b.check_ranks(t.ranks_in_store)?,
+            None => b.check_same_job(&db)?,
+        }
         // what the findings were priced against
         let _ = writeln!(out, "scaletrace analyze: {}", b.describe());
     }
@@ -945,8 +951,13 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
     report_refusals(&db);
     let _ = writeln!(
         out,
-        "scaletrace analyze: {}, {}",
+        "scaletrace analyze: {}{}{}",
         count(sources.total_files() as i64, "file"),
+        if triage.is_some() {
+            " in the store; read: "
+        } else {
+            ", "
+        },
         overview.describe()
     );
     let mut not_analyzed = Vec::new();

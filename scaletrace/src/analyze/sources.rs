@@ -295,20 +295,25 @@ fn patterns_of_hosts(sources: &Sources, patterns: &BTreeSet<String>) -> Vec<Stri
     };
     let mut out = BTreeSet::new();
     for p in patterns {
-        match sources.pattern_hosts.get(p) {
-            Some(Some(seen)) => {
-                for host in hosts {
-                    let dirs = seen.get(&crate::layout::partition_value(host));
-                    out.extend(
-                        dirs.into_iter().flatten().map(|d| {
-                            format!("{}/*.parquet", escape_glob(&d.display().to_string()))
-                        }),
-                    );
-                }
+        let Some(Some(seen)) = sources.pattern_hosts.get(p) else {
+            out.insert(p.clone());
+            continue;
+        };
+        let chosen = hosts
+            .iter()
+            .filter_map(|h| seen.get(&crate::layout::partition_value(h)));
+        if p.ends_with("/**/*.parquet") {
+            // a tree: the chosen hosts' directories in it
+            for dirs in chosen {
+                out.extend(
+                    dirs.iter()
+                        .map(|d| format!("{}/*.parquet", escape_glob(&d.display().to_string()))),
+                );
             }
-            _ => {
-                out.insert(p.clone());
-            }
+        } else if chosen.count() > 0 {
+            // a file named on its own (beside one left out as truncated, or under a link) or
+            // one host's directory: kept as it is, or left out with its host
+            out.insert(p.clone());
         }
     }
     out.into_iter().collect()
@@ -583,6 +588,40 @@ mod tests {
         );
         s.hosts = None;
         assert_eq!(views_sql(&s), everything);
+    }
+
+    #[test]
+    fn a_triage_of_a_spool_read_file_by_file_keeps_its_hosts_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for (p, bytes) in [
+            ("table=flows/date=d/hour=1/host=n1/a.parquet", LOOKS_WHOLE),
+            ("table=flows/date=d/hour=1/host=n2/a.parquet", LOOKS_WHOLE),
+            // truncated: the spool is then read file by file, never by a glob that would
+            // take this one in again
+            (
+                "table=flows/date=d/hour=1/host=n2/b.parquet",
+                b"PAR1".as_slice(),
+            ),
+        ] {
+            let f = root.join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, bytes).unwrap();
+        }
+        let r = root.display().to_string();
+        let mut s = discover(std::slice::from_ref(&r)).unwrap();
+        s.hosts = Some(["n1".to_string()].into());
+        let sql = views_sql(&s);
+        let flows = sql
+            .lines()
+            .find(|l| l.starts_with("CREATE OR REPLACE VIEW flows AS"))
+            .unwrap();
+        assert!(
+            flows.contains(&format!(
+                "read_parquet(['{r}/table=flows/date=d/hour=1/host=n1/a.parquet']"
+            )),
+            "{flows}"
+        );
     }
 
     #[test]

@@ -20,8 +20,9 @@ pub const TRIAGE_SQL: &str = include_str!("triage.sql");
 /// `--triage auto` reads every host's raw samples up to this many hosts (64 nodes' 10 minutes
 /// took 36 s, bench/fleet.py), and triages above it.
 pub const AUTO_ABOVE_HOSTS: i64 = 64;
-/// Suspect nodes (by their share of the fleet's queueing, losses or timeout stalls) and ranks
-/// (by their share of the compute time above the median rank's) the exact analysis reads.
+/// Suspect nodes (by their largest share of the fleet's queueing, losses or timeout stalls, and
+/// the first two by each) and ranks (by their share of the compute above the median rank's or
+/// of the time in collectives below it) the exact analysis reads.
 const SUSPECT_NODES: usize = 4;
 const SUSPECT_RANKS: usize = 2;
 /// Hosts that recorded evidence on a suspect node's links, most first: a congested node's
@@ -44,8 +45,9 @@ pub enum Mode {
 }
 
 /// The node views of views.sql the triage reads (each statement ends a line with `;`).
-const SHARED_STATEMENTS: [&str; 5] = [
+const SHARED_STATEMENTS: [&str; 6] = [
     "CREATE OR REPLACE MACRO st_us(",
+    "CREATE OR REPLACE MACRO st_layer_order(",
     "CREATE OR REPLACE VIEW st_flow_node AS",
     "CREATE OR REPLACE VIEW st_addr_owner AS",
     "CREATE OR REPLACE MACRO st_remote_node(",
@@ -69,18 +71,36 @@ fn shared_statements() -> Result<String> {
 #[derive(Debug, Deserialize)]
 struct SuspectNode {
     node: String,
+    /// What it holds the largest share of: queueing, retransmits or timeout stalls.
+    kind: String,
+    share: f64,
     queued_s: f64,
     retransmits: f64,
     stall_s: f64,
-    share: f64,
 }
+
+/// Up to `SUSPECT_NODES` nodes by their largest share, and the first two by each kind of
+/// evidence besides: a lossy node is not crowded out by four congested ones.
+const SUSPECT_NODES_SQL: &str = "
+SELECT node, kind, share, queued_s, retransmits::DOUBLE AS retransmits, stall_s FROM (
+    SELECT *, CASE share WHEN queued_share THEN 'queueing' WHEN loss_share THEN 'retransmits'
+                         ELSE 'timeout stalls' END AS kind,
+           row_number() OVER (ORDER BY share DESC, node) AS overall,
+           row_number() OVER (ORDER BY queued_share DESC, node) AS by_queueing,
+           row_number() OVER (ORDER BY loss_share DESC, node) AS by_loss,
+           row_number() OVER (ORDER BY stall_share DESC, node) AS by_stall
+    FROM (SELECT *, greatest(queued_share, loss_share, stall_share) AS share FROM st_triage_node)
+    WHERE share > 0)
+WHERE overall <= {top} OR (by_queueing <= 2 AND queued_share > 0) OR (by_loss <= 2 AND loss_share > 0)
+   OR (by_stall <= 2 AND stall_share > 0)
+ORDER BY share DESC, node";
 
 #[derive(Debug, Deserialize)]
 struct SuspectRank {
     host: String,
     rank: i64,
     excess_s: f64,
-    excess_share: f64,
+    deficit_s: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -92,7 +112,10 @@ struct Host {
 #[derive(Debug)]
 pub struct Triage {
     pub hosts_in_store: i64,
-    /// One line per suspect: "node333: 48% of the fleet's queueing (38400 s of windows)".
+    /// Ranks in the store's timelines (what `--baseline` is checked against).
+    pub ranks_in_store: i64,
+    /// One line per suspect: "node333: 50% of the fleet's queueing at one end of its links
+    /// (38400 s of queued windows, 0 retransmitted segments, 0.0 s of timeout stalls)".
     pub suspects: Vec<String>,
     /// The hosts the exact analysis reads.
     pub drill: BTreeSet<String>,
@@ -107,7 +130,7 @@ impl Triage {
     /// The lines printed before the findings: the fleet, the suspects, the hosts read.
     pub fn describe(&self) -> String {
         let mut out = format!(
-            "scaletrace analyze: triage of {} in {:.1} s (kernel windows, flows and per-minute compute, no raw RTT samples): {}; the findings below come from the exact analysis of {} of the {} hosts (--triage off reads every host)\n",
+            "scaletrace analyze: triage of {} in {:.1} s (kernel windows, flows and per-minute timelines, no raw RTT samples): {}; the findings below come from the exact analysis of {} of the {} hosts (--triage off reads every host)\n",
             count(self.hosts_in_store, "host"),
             self.seconds,
             match self.suspects.len() {
@@ -133,9 +156,15 @@ impl Triage {
     }
 }
 
-/// The hosts of `sources`' flows and timelines.
-const HOSTS_SQL: &str =
-    "SELECT count(*) AS n FROM (SELECT host FROM flows UNION SELECT host FROM gpu_events)";
+#[derive(Deserialize)]
+struct Count {
+    n: i64,
+}
+
+/// One count from the triage's database.
+fn count_of(db: &DuckDb, query: &str) -> Result<i64> {
+    Ok(db.rows::<Count>(query)?.first().map_or(0, |r| r.n))
+}
 
 /// Runs the triage when `mode` asks for it (None: read every host).
 pub fn run(
@@ -153,55 +182,52 @@ pub fn run(
     db.execute(&resources.settings_sql())
         .context("--memory-limit / --temp-dir")?;
     db.execute(&format!(
-        "SET TimeZone = 'UTC';\n{}\n{}\n{}\n{TRIAGE_SQL}",
+        "SET TimeZone = 'UTC';\n{}\n{}\n{}",
         sources::views_sql(sources),
         params.sql(),
         shared_statements()?
     ))
-    .context("creating the triage views")?;
-    #[derive(Deserialize)]
-    struct N {
-        n: i64,
-    }
-    let hosts_in_store = db.rows::<N>(HOSTS_SQL)?.first().map_or(0, |r| r.n);
+    .context("creating the triage's table views")?;
+    // before the triage's views, whose evidence is computed when created: a store read whole
+    // pays for no pass over its windows
+    let hosts_in_store = count_of(
+        &db,
+        "SELECT count(*) AS n FROM (SELECT host FROM flows UNION SELECT host FROM gpu_events)",
+    )?;
     if mode == Mode::Auto && hosts_in_store <= AUTO_ABOVE_HOSTS {
         return Ok(None);
     }
-    #[derive(Deserialize)]
-    struct Coverage {
-        sending: i64,
-        without_windows: i64,
-    }
-    let coverage = db
-        .rows::<Coverage>(
-            "SELECT count(*) AS sending, count(*) FILTER (WHERE windows = 0) AS without_windows
-             FROM st_triage_flow_evidence, st_params p WHERE bytes_sent >= p.min_flow_bytes",
-        )
-        .context("triage: the flows")?
-        .into_iter()
-        .next()
-        .context("triage: no row of flows")?;
+    db.execute(TRIAGE_SQL)
+        .context("computing the triage's evidence")?;
+    let ranks_in_store = count_of(
+        &db,
+        "SELECT count(*) AS n FROM (SELECT DISTINCT host, rank FROM gpu_events WHERE rank IS NOT NULL)",
+    )?;
+    let sending_flows = count_of(
+        &db,
+        "SELECT count(*) AS n FROM st_triage_flow_evidence, st_params p WHERE bytes_sent >= p.min_flow_bytes",
+    )?;
+    let flows_without_windows = count_of(
+        &db,
+        "SELECT count(*) AS n FROM st_triage_flow_evidence, st_params p WHERE bytes_sent >= p.min_flow_bytes AND windows = 0",
+    )?;
     let nodes: Vec<SuspectNode> = db
-        .rows(&format!(
-            "SELECT node, queued_s, retransmits::DOUBLE AS retransmits, stall_s,
-                    greatest(queued_share, loss_share, stall_share) AS share
-             FROM st_triage_node WHERE greatest(queued_share, loss_share, stall_share) > 0
-             ORDER BY share DESC, node LIMIT {SUSPECT_NODES}"
-        ))
+        .rows(&SUSPECT_NODES_SQL.replace("{top}", &SUSPECT_NODES.to_string()))
         .context("triage: the nodes")?;
     let ranks: Vec<SuspectRank> = db
         .rows(&format!(
-            "SELECT host, rank, excess_s, excess_share FROM st_triage_rank WHERE excess_s > 0
-             ORDER BY excess_share DESC, host, rank LIMIT {SUSPECT_RANKS}"
+            "SELECT host, rank, excess_s, deficit_s FROM st_triage_rank
+             ORDER BY greatest(excess_share, deficit_share) DESC, host, rank LIMIT {SUSPECT_RANKS}"
         ))
         .context("triage: the ranks")?;
     let mut suspects = Vec::new();
     let mut drill = BTreeSet::new();
     for n in &nodes {
         suspects.push(format!(
-            "{}: {:.0}% of the fleet's evidence at one end of its links ({:.0} s of queued windows, {} retransmitted segments, {:.1} s of timeout stalls)",
+            "{}: {:.0}% of the fleet's {} at one end of its links ({:.0} s of queued windows, {} retransmitted segments, {:.1} s of timeout stalls)",
             n.node,
             100.0 * n.share,
+            n.kind,
             n.queued_s,
             n.retransmits,
             n.stall_s
@@ -210,21 +236,24 @@ pub fn run(
         let own: Vec<Host> = db.rows(&format!(
             "SELECT DISTINCT host FROM st_flow_node WHERE node = {node} ORDER BY host"
         ))?;
+        // the peers with most of the suspect's own kind of evidence first
+        let order = if n.kind == "retransmits" {
+            "retransmits DESC, queued_s + stall_s DESC"
+        } else {
+            "queued_s + stall_s DESC, retransmits DESC"
+        };
         let peers: Vec<Host> = db.rows(&format!(
             "SELECT host FROM st_triage_link WHERE node = {node}
                AND host NOT IN (SELECT host FROM st_flow_node WHERE node = {node})
                AND (queued_s + stall_s > 0 OR retransmits > 0)
-             ORDER BY queued_s + stall_s DESC, retransmits DESC, host LIMIT {PEERS_PER_SUSPECT}"
+             ORDER BY {order}, host LIMIT {PEERS_PER_SUSPECT}"
         ))?;
         drill.extend(own.into_iter().chain(peers).map(|h| h.host));
     }
     for r in &ranks {
         suspects.push(format!(
-            "rank {} ({}): {:.0}% of the compute time above the median rank's ({:.1} s)",
-            r.rank,
-            r.host,
-            100.0 * r.excess_share,
-            r.excess_s
+            "rank {} ({}): {:.1} s of compute above the median rank's, {:.1} s less time in collectives (the others waited for it)",
+            r.rank, r.host, r.excess_s, r.deficit_s
         ));
         drill.insert(r.host.clone());
     }
@@ -236,10 +265,11 @@ pub fn run(
     drill.extend(references.into_iter().map(|h| h.host));
     Ok(Some(Triage {
         hosts_in_store,
+        ranks_in_store,
         suspects,
         drill,
-        flows_without_windows: coverage.without_windows,
-        sending_flows: coverage.sending,
+        flows_without_windows,
+        sending_flows,
         seconds: started.elapsed().as_secs_f64(),
     }))
 }

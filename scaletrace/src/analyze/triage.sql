@@ -6,14 +6,21 @@
 -- floors as on a whole store. Runs after the table views, `st_params` and the node views of
 -- views.sql that it shares (`st_flow_node`, `st_data_flow`: triage.rs names them).
 
--- Each sending flow (the ends the exact analysis judges on latency) with its nodes and its
--- path's minimum RTT as the kernel keeps it.
+-- Each data flow with its nodes and its path's minimum RTT as the kernel keeps it, else (a flow
+-- whose `flows` rows have none) its smallest smoothed RTT in its windows, as the exact analysis
+-- falls back; only those flows' windows are read for it.
 CREATE OR REPLACE VIEW st_triage_flow AS
-SELECT d.host, d.flow_id, d.node, d.remote_node, d.bytes_sent, m.min_rtt_us, m.retransmits, m.stall_s
-FROM st_data_flow d
-JOIN (SELECT host, flow_id, min(nullif(min_rtt_us, 0)) AS min_rtt_us,
-             sum(coalesce(total_retrans, 0)) AS retransmits, sum(coalesce(rto_recovery_ns, 0)) / 1e9 AS stall_s
-      FROM flows GROUP BY ALL) m USING (host, flow_id);
+WITH m AS (
+    SELECT host, flow_id, min(nullif(min_rtt_us, 0)) AS min_rtt_us,
+           sum(coalesce(total_retrans, 0)) AS retransmits, sum(coalesce(rto_recovery_ns, 0)) / 1e9 AS stall_s
+    FROM flows GROUP BY ALL),
+fallback AS (
+    SELECT w.host, w.flow_id, min(nullif(w.srtt_min_us, 0)) AS srtt_min_us
+    FROM flow_windows w SEMI JOIN (SELECT host, flow_id FROM m WHERE min_rtt_us IS NULL) n USING (host, flow_id)
+    GROUP BY ALL)
+SELECT d.host, d.flow_id, d.node, d.remote_node, d.bytes_sent,
+       coalesce(m.min_rtt_us, b.srtt_min_us) AS min_rtt_us, m.retransmits, m.stall_s
+FROM st_data_flow d JOIN m USING (host, flow_id) LEFT JOIN fallback b USING (host, flow_id);
 
 -- Per flow: the seconds of its kernel windows whose RTT's 90th percentile lay at least
 -- `min_queueing_us` above its path's minimum (a tenth of the window's RTT updates or more
@@ -52,20 +59,33 @@ SELECT n.*,
        coalesce(n.stall_s / nullif(sum(n.stall_s) OVER (), 0), 0) AS stall_share
 FROM n;
 
--- Each rank's compute time (GPU work outside collectives) above the median rank's, per
--- minute, and its share of the fleet's: a straggler's own work is long in the minutes it
--- holds the job up. A rank whose excess adds up to less than the verdict's floor
--- (`min_lost_s`) cannot have cost the job that much by its own work: no suspect (in a uniform
--- fleet every minute has ranks a few µs above its median). Timelines without GPU events
--- (CPU-only jobs) give no straggler suspect.
+-- Each rank, per minute, against the median rank of that minute: its compute time (GPU work
+-- outside collectives) above the median's, and its time in collectives below it. A straggler
+-- does more of its own work, and waits least in collectives since every other rank waits for
+-- it there: the second shows it in jobs without GPU kernels too (gloo on CPUs, a data loader
+-- or host stall). Collectives are counted in each rank's innermost layer (`st_layer_order`, as
+-- the exact analysis matches them), not once per layer. A rank whose excess or deficit adds up
+-- to less than the verdict's floor (`min_lost_s`) cannot have cost the job that much: no
+-- suspect (in a uniform fleet every minute has ranks a few µs off its median).
 CREATE OR REPLACE VIEW st_triage_rank AS
-WITH m AS (
-    SELECT host, rank, st_us(ts) // 60000000 AS minute, sum(dur_ns) AS own_ns
-    FROM gpu_events WHERE on_gpu AND collective IS NULL AND rank IS NOT NULL GROUP BY ALL),
-x AS (SELECT host, rank, greatest(own_ns - median(own_ns) OVER (PARTITION BY minute), 0) AS excess_ns FROM m),
-r AS (SELECT host, rank, sum(excess_ns) / 1e9 AS excess_s FROM x GROUP BY ALL)
-SELECT r.*, coalesce(r.excess_s / nullif(sum(r.excess_s) OVER (), 0), 0) AS excess_share
-FROM r, st_params p WHERE r.excess_s >= p.min_lost_s;
+WITH by_layer AS (
+    SELECT host, rank, st_us(ts) // 60000000 AS minute, st_layer_order(comm_source) AS layer,
+           sum(dur_ns) FILTER (WHERE on_gpu AND collective IS NULL) AS own_ns,
+           sum(dur_ns) FILTER (WHERE collective IS NOT NULL) AS comm_ns
+    FROM gpu_events WHERE rank IS NOT NULL GROUP BY ALL),
+innermost AS (SELECT host, rank, min(layer) AS layer FROM by_layer WHERE comm_ns > 0 GROUP BY ALL),
+m AS (
+    SELECT b.host, b.rank, b.minute, coalesce(sum(b.own_ns), 0) AS own_ns,
+           coalesce(sum(b.comm_ns) FILTER (WHERE b.layer = i.layer), 0) AS comm_ns
+    FROM by_layer b LEFT JOIN innermost i USING (host, rank) GROUP BY ALL),
+x AS (
+    SELECT host, rank, greatest(own_ns - median(own_ns) OVER (PARTITION BY minute), 0) AS excess_ns,
+           greatest(median(comm_ns) OVER (PARTITION BY minute) - comm_ns, 0) AS deficit_ns
+    FROM m),
+r AS (SELECT host, rank, sum(excess_ns) / 1e9 AS excess_s, sum(deficit_ns) / 1e9 AS deficit_s FROM x GROUP BY ALL)
+SELECT r.*, coalesce(r.excess_s / nullif(sum(r.excess_s) OVER (), 0), 0) AS excess_share,
+       coalesce(r.deficit_s / nullif(sum(r.deficit_s) OVER (), 0), 0) AS deficit_share
+FROM r, st_params p WHERE greatest(r.excess_s, r.deficit_s) >= p.min_lost_s;
 
 -- The hosts that recorded each node's links, with the evidence on those links: where the
 -- exact analysis finds a suspect node's queued samples and retransmits (a congested node's
