@@ -485,7 +485,8 @@ def markdown(r):
     lines += ["", "Versions of sock_ops' per-ACK work against each other (A/B, alternated, same workload): "
               "[per-ack.md](per-ack.md), by `bench/ab.py`.",
               "", "`analyze` on a whole fleet's store, its time and memory as the fleet grows: "
-              "[fleet.md](fleet.md), by `bench/fleet.py`. The same fleets in Spark against DuckDB: "
+              "[fleet.md](fleet.md), by `bench/fleet.py`; one hour of 1,000 nodes (triaged): [fleet-hour.md](fleet-hour.md). "
+              "The same fleets in Spark against DuckDB: "
               "[fleet-spark.md](fleet-spark.md), by `bench/fleet_spark.py`."]
     lines += ["", "## Same loss (1 %) and connection-churn workload, events captured", "",
               "| tool | flows | RTT samples | retransmit events | state changes | ring drops |", "|---|---|---|---|---|---|"]

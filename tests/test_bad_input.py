@@ -40,6 +40,7 @@ def error_line(proc):
     (["merge", "--window", "500us"], "a window is from 1ms to 1d"),
     # --top 0 showed one finding per category
     (["analyze", "--top", "0"], "that would show no finding"),
+    (["analyze", "--triage", "maybe"], "[possible values: auto, on, off]"),
     (["record", "--max-retransmit-rate", "0"], "--max-retransmit-rate"),
     (["record", "--bogus"], "unexpected argument '--bogus'"),
     (["frobnicate"], "unrecognized subcommand"),

@@ -444,6 +444,15 @@ mod tests {
     /// Enough of a Parquet file for discovery, which checks only the magic at both ends.
     const LOOKS_WHOLE: &[u8] = b"PAR1\0\0\0\0PAR1";
 
+    /// These files (paths below `root`), each looking whole.
+    fn lay_out(root: &Path, files: &[&str]) {
+        for p in files {
+            let f = root.join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, LOOKS_WHOLE).unwrap();
+        }
+    }
+
     #[test]
     fn table_from_record_and_hive_layouts() {
         let tables = catalog();
@@ -476,17 +485,16 @@ mod tests {
     fn discovers_globs_per_root_and_layout() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        for p in [
-            "n1/flows/a.parquet",
-            "n2/flows/b.parquet",
-            "n2/flows/c.parquet.partial",
-            "spool/table=rtt/date=2026-12-02/hour=01/host=n3/part-0.parquet",
-            "n1/README.txt",
-        ] {
-            let f = root.join(p);
-            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-            std::fs::write(f, LOOKS_WHOLE).unwrap();
-        }
+        lay_out(
+            root,
+            &[
+                "n1/flows/a.parquet",
+                "n2/flows/b.parquet",
+                "n2/flows/c.parquet.partial",
+                "spool/table=rtt/date=2026-12-02/hour=01/host=n3/part-0.parquet",
+                "n1/README.txt",
+            ],
+        );
         let r = root.display().to_string();
         let s = discover(std::slice::from_ref(&r)).unwrap();
         assert_eq!(s.files["flows"], 2);
@@ -520,9 +528,7 @@ mod tests {
     #[test]
     fn a_triage_reads_its_hosts_rows_only() {
         let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("n1/flows/a.parquet");
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(&f, LOOKS_WHOLE).unwrap();
+        lay_out(dir.path(), &["n1/flows/a.parquet"]);
         let mut s = discover(&[dir.path().display().to_string()]).unwrap();
         s.hosts = Some(["n1".to_string(), "it's".to_string()].into());
         let sql = views_sql(&s);
@@ -542,18 +548,17 @@ mod tests {
     fn a_triage_of_an_agents_spool_names_its_hosts_directories_only() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        for p in [
-            "spool/table=flows/date=d/hour=1/host=n1/a.parquet",
-            "spool/table=flows/date=d/hour=2/host=n1/b.parquet",
-            "spool/table=flows/date=d/hour=1/host=n2/a.parquet",
-            "spool/table=rtt/date=d/hour=1/host=n2/a.parquet",
-            // a table whose files lie outside `host=` directories: filtered by rows instead
-            "n1/retransmits/a.parquet",
-        ] {
-            let f = root.join(p);
-            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-            std::fs::write(f, LOOKS_WHOLE).unwrap();
-        }
+        lay_out(
+            root,
+            &[
+                "spool/table=flows/date=d/hour=1/host=n1/a.parquet",
+                "spool/table=flows/date=d/hour=2/host=n1/b.parquet",
+                "spool/table=flows/date=d/hour=1/host=n2/a.parquet",
+                "spool/table=rtt/date=d/hour=1/host=n2/a.parquet",
+                // a table whose files lie outside `host=` directories: filtered by rows instead
+                "n1/retransmits/a.parquet",
+            ],
+        );
         let r = root.display().to_string();
         let mut s = discover(std::slice::from_ref(&r)).unwrap();
         let everything = views_sql(&s);
@@ -594,20 +599,20 @@ mod tests {
     fn a_triage_of_a_spool_read_file_by_file_keeps_its_hosts_files_only() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        for (p, bytes) in [
-            ("table=flows/date=d/hour=1/host=n1/a.parquet", LOOKS_WHOLE),
-            ("table=flows/date=d/hour=1/host=n2/a.parquet", LOOKS_WHOLE),
-            // truncated: the spool is then read file by file, never by a glob that would
-            // take this one in again
-            (
-                "table=flows/date=d/hour=1/host=n2/b.parquet",
-                b"PAR1".as_slice(),
-            ),
-        ] {
-            let f = root.join(p);
-            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-            std::fs::write(f, bytes).unwrap();
-        }
+        lay_out(
+            root,
+            &[
+                "table=flows/date=d/hour=1/host=n1/a.parquet",
+                "table=flows/date=d/hour=1/host=n2/a.parquet",
+            ],
+        );
+        // truncated: the spool is then read file by file, never by a glob that would take this
+        // one in again
+        std::fs::write(
+            root.join("table=flows/date=d/hour=1/host=n2/b.parquet"),
+            b"PAR1",
+        )
+        .unwrap();
         let r = root.display().to_string();
         let mut s = discover(std::slice::from_ref(&r)).unwrap();
         s.hosts = Some(["n1".to_string()].into());
