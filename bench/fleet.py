@@ -61,16 +61,22 @@ def rtt_nodes_of(nodes, around):
     return sorted({(hot + d) % nodes for d in range(-around, around + 1)})
 
 
-def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms, rtt_nodes=None, plant=True, profiler_steps=False):
+def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms, rtt_nodes=None, plant=True, profiler_steps=False,
+             fault="congestion"):
     """Writes the fleet under `out` (Hive layout); returns rows written per table. Raw RTT
-    samples for `rtt_nodes` only when given (None: every node); `plant=False`: no congestion;
-    `profiler_steps`: each rank's training steps annotated too."""
+    samples for `rtt_nodes` only when given (None: every node); `plant=False`: no fault;
+    `profiler_steps`: each rank's training steps annotated too; `fault`: what slows the flows to
+    the planted node, `congestion` (RTT x6) or `loss` (5 retransmitted segments a second per
+    flow, no queueing); both cut their throughput to a third."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET preserve_insertion_order = false")
     ts = f"TIMESTAMPTZ '{BASE}'"
     hot = congested_node(nodes)
     c0, c1 = (seconds // 3, seconds // 2) if plant else (0, 0)
+    assert fault in ("congestion", "loss"), fault
+    rtt_factor = 6.0 if fault == "congestion" else 1.0
+    lost_per_s = 5 if fault == "loss" else 0
     # the histogram bucket of an RTT of v µs (v >= 4): four buckets per power of two
     con.execute("CREATE MACRO bucket(v) AS 4 * (floor(log2(v)) - 1) + floor(v / 2 ** (floor(log2(v)) - 2)) - 4")
     con.execute(f"CREATE MACRO ip(n) AS '10.' || (n // 65536) || '.' || (n // 256 % 256) || '.' || (n % 256 + 1)")
@@ -113,7 +119,8 @@ def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms, rtt_nodes=None, p
                    1234::UINTEGER AS pid, 'python' AS comm, {ts} AS start, NULL::TIMESTAMPTZ AS "end",
                    {seconds}000000000::BIGINT AS duration_ns, true AS open_at_end,
                    ({seconds}::BIGINT * 1250000000 - (CASE WHEN peer = {hot} THEN ({c1} - {c0})::BIGINT * 837500000 ELSE 0 END))::UBIGINT AS bytes_sent,
-                   0::UBIGINT AS bytes_received, 0::UINTEGER AS total_retrans, 0::UINTEGER AS retransmit_events,
+                   0::UBIGINT AS bytes_received, (CASE WHEN peer = {hot} THEN ({c1} - {c0}) * {lost_per_s} ELSE 0 END)::UINTEGER AS total_retrans,
+                   (CASE WHEN peer = {hot} THEN ({c1} - {c0}) * {lost_per_s} ELSE 0 END)::UINTEGER AS retransmit_events,
                    ({seconds} * 2000)::UINTEGER AS rtt_updates, 50::UINTEGER AS min_rtt_us
             FROM flow_def""")
         # the kernel's windows: ~2,000 RTT updates a second at ~50 µs (x6 when congested)
@@ -126,7 +133,7 @@ def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms, rtt_nodes=None, p
                 SELECT *, bucket(p50)::INTEGER AS b50, bucket(p90)::INTEGER AS b90, bucket(p99)::INTEGER AS b99
                 FROM (SELECT *, m * 50 * (1 + 0.1 * noise) AS p50, m * 50 * (1.15 + 0.1 * noise) AS p90,
                              m * 50 * (1.25 + 0.2 * noise) AS p99
-                      FROM (SELECT *, CASE WHEN congested THEN 6.0 ELSE 1.0 END AS m FROM second))),
+                      FROM (SELECT *, CASE WHEN congested THEN {rtt_factor} ELSE 1.0 END AS m FROM second))),
             lists AS (
                 SELECT b50, b90, b99,
                        list_transform(range(0, 84), lambda i: (CASE WHEN i = b50 THEN 1000 ELSE 0 END
@@ -139,7 +146,8 @@ def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms, rtt_nodes=None, p
                    (m * 50 * (1.3 + 0.2 * noise))::UINTEGER AS srtt_max_us,
                    p50 AS srtt_p50_us, p90 AS srtt_p90_us, p99 AS srtt_p99_us, l.rtt_buckets,
                    (1250000000 * CASE WHEN congested THEN 0.33 ELSE 1.0 END)::UBIGINT AS bytes_sent,
-                   0::UBIGINT AS bytes_received, 0::UINTEGER AS retrans_segments, 0::UINTEGER AS retransmit_events,
+                   0::UBIGINT AS bytes_received, (CASE WHEN congested THEN {lost_per_s} ELSE 0 END)::UINTEGER AS retrans_segments,
+                   (CASE WHEN congested THEN {lost_per_s} ELSE 0 END)::UINTEGER AS retransmit_events,
                    0::UINTEGER AS rto_count, 0::UBIGINT AS rto_recovery_ns, 0::UBIGINT AS loss_recovery_ns
             FROM base JOIN lists l USING (b50, b90, b99)""")
         if rtt_every_ms and (rtt_nodes is None or any(first <= n < last for n in rtt_nodes)):
@@ -148,7 +156,7 @@ def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms, rtt_nodes=None, p
                 SELECT 'node' || node AS host,
                        {ts} + to_microseconds((s * 1000000 + i * {rtt_every_ms * 1000} + hash(flow_id, s, i) % {rtt_every_ms * 1000})::BIGINT) AS ts,
                        flow_id::UBIGINT AS flow_id,
-                       (CASE WHEN congested THEN 6.0 ELSE 1.0 END * 50 * (1 + 0.2 * noise))::UINTEGER AS srtt_us,
+                       (CASE WHEN congested THEN {rtt_factor} ELSE 1.0 END * 50 * (1 + 0.2 * noise))::UINTEGER AS srtt_us,
                        50::UINTEGER AS min_rtt_us, 100::UINTEGER AS snd_cwnd, 0::UINTEGER AS total_retrans,
                        8948::UINTEGER AS mss,
                        -- 10 Gbit/s, a third of it while congested
@@ -173,7 +181,13 @@ def generate(out, nodes, seconds, gpus, step_ms, rtt_every_ms, rtt_nodes=None, p
                    flow_id::UBIGINT AS flow_id, 'retransmit' AS kind, 'ipv4' AS family, ip(node) AS local_addr,
                    (40000 + flow_id % 20000)::USMALLINT AS local_port, ip(peer) AS remote_addr,
                    (5000 + k)::USMALLINT AS remote_port, 'ESTABLISHED' AS state
-            FROM flow_def WHERE hash(flow_id) % 3600 < greatest(2 * {seconds} // 64, 1)""")
+            FROM flow_def WHERE hash(flow_id) % 3600 < greatest(2 * {seconds} // 64, 1)
+            UNION ALL
+            -- a lossy link: its retransmits one by one, spread over each second
+            SELECT 'node' || node, {ts} + to_microseconds((s * 1000000 + i * 1000000 // greatest({lost_per_s}, 1))::BIGINT),
+                   flow_id::UBIGINT, 'retransmit', 'ipv4', ip(node), (40000 + flow_id % 20000)::USMALLINT, ip(peer),
+                   (5000 + k)::USMALLINT, 'ESTABLISHED'
+            FROM second, range(0, {lost_per_s}) r(i) WHERE congested""")
         # every rank's compute, then its AllReduce, which ends 20 % of a step after the last
         # rank of the whole job arrives (70 % in congested steps)
         step_us = step_ms * 1000

@@ -123,3 +123,23 @@ def test_a_clean_fleet_triaged_has_no_finding(tmp_path):
     # the hosts read (it was refused as another job)
     with_baseline = analyze(store, "--baseline", store)
     assert "on 132 ranks" in with_baseline, with_baseline
+
+
+def test_a_lossy_node_of_a_large_fleet_is_found_through_the_triage(tmp_path):
+    # the flows to one node lose 5 segments a second each (no queueing); its flows' rows, as
+    # the generator writes them, lack `data_segs_out`: the retransmit findings' summaries were
+    # NULL then, and the analysis stopped on them
+    store = str(tmp_path / "store")
+    nodes = 66
+    fleet.generate(store, nodes, 60, 2, 1000, 10, fault="loss")
+    hot = f"node{fleet.congested_node(nodes)}"
+    out = tmp_path / "findings.json"
+    printed = analyze(store, "--json", str(out))
+    found = suspects(printed)
+    assert found[0][0] == hot and f"{hot}: 50% of the fleet's retransmits" in printed, printed
+    verdicts = [f for f in json.loads(out.read_text()) if f["category"] == "slowdown"]
+    assert [v["subject"] for v in verdicts] == [hot], printed
+    assert "retransmits on the links of " + hot in verdicts[0]["summary"]
+    # 10 steps slowed by 0.5 s each
+    assert verdicts[0]["time_lost_s"] == pytest.approx(5.0, abs=0.5)
+    assert "(share of data segments not recorded)" in printed

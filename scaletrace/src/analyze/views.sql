@@ -301,6 +301,13 @@ CREATE OR REPLACE MACRO st_dsack_note(dsack_dups, retransmits) AS
          THEN printf('; the receivers already had %d of the segments resent (DSACK: late, not lost)', least(dsack_dups, retransmits))
          ELSE '' END;
 
+-- The retransmits' share of the data segments sent, for a summary. A recording whose flows
+-- lack `data_segs_out` (a recorder that did not write it) has no share to give: printf of a
+-- NULL is NULL, and a finding without a summary stopped the whole analysis (66 nodes of
+-- bench/fleet.py with a lossy node, whose flows throughput collapsed with the retransmits).
+CREATE OR REPLACE MACRO st_segments_share(retrans_ratio) AS
+    coalesce(printf('%.3g%% of data segments', 100 * retrans_ratio), 'share of data segments not recorded');
+
 CREATE OR REPLACE VIEW st_retrans_peer AS
 SELECT remote_addr, count(*) AS flows, count(DISTINCT host) FILTER (WHERE retransmits > 0) AS hosts,
        count(*) FILTER (WHERE retransmits > 0) AS flows_with_retrans,
@@ -1998,23 +2005,23 @@ f AS (
            -- ranked by how many segments were lost, not by ratio: a small flow losing a few
            -- segments is a smaller hot spot than a bulk flow losing hundreds
            retransmits::DOUBLE AS score,
-           printf('peer %s%s: %d retransmits over %s from %s (%.3g%% of data segments)%s, burstiness %.1f, %s where throughput collapsed with them',
+           printf('peer %s%s: %d retransmits over %s from %s (%s)%s, burstiness %.1f, %s where throughput collapsed with them',
                   remote_addr, coalesce(' (' || (SELECT min(o.node) FROM st_addr_owner o WHERE o.addr = remote_addr) || ')', ''), retransmits,
-                  st_count(flows_with_retrans, 'flow'), st_count(hosts, 'host'), 100 * retrans_ratio, st_dsack_note(dsack_dups, retransmits),
+                  st_count(flows_with_retrans, 'flow'), st_count(hosts, 'host'), st_segments_share(retrans_ratio), st_dsack_note(dsack_dups, retransmits),
                   coalesce(burstiness, 0), st_count(coalesce(collapse_windows, 0), 'window')) AS summary
     FROM st_retrans_peer, st_params p
     WHERE retransmits >= p.min_retransmits AND (retrans_ratio >= p.min_retrans_ratio OR collapse_windows > 0)
     UNION ALL
     SELECT 'retransmits', 'interface', host || '/' || local_iface, host, NULL, retransmits::DOUBLE,
-           printf('interface %s/%s: %d retransmits over %s%s (%.3g%% of data segments)%s, burstiness %.1f, %s where throughput collapsed with them',
-                  host, local_iface, retransmits, st_count(flows_with_retrans, 'flow'), coalesce(' sent toward ' || toward, ''), 100 * retrans_ratio,
+           printf('interface %s/%s: %d retransmits over %s%s (%s)%s, burstiness %.1f, %s where throughput collapsed with them',
+                  host, local_iface, retransmits, st_count(flows_with_retrans, 'flow'), coalesce(' sent toward ' || toward, ''), st_segments_share(retrans_ratio),
                   st_dsack_note(dsack_dups, retransmits), coalesce(burstiness, 0), st_count(coalesce(collapse_windows, 0), 'window'))
     FROM st_retrans_interface, st_params p
     WHERE retransmits >= p.min_retransmits AND (retrans_ratio >= p.min_retrans_ratio OR collapse_windows > 0)
     UNION ALL
     SELECT 'retransmits', 'flow', flow_label, host, NULL, retransmits::DOUBLE,
-           printf('flow %s: %d retransmits (%.3g%% of data segments, %.1f/s)%s%s%s, burstiness %.1f, throughput collapsed in %d of %d windows with retransmits',
-                  flow_label, retransmits, 100 * retrans_ratio, retrans_per_s,
+           printf('flow %s: %d retransmits (%s, %.1f/s)%s%s%s, burstiness %.1f, throughput collapsed in %d of %d windows with retransmits',
+                  flow_label, retransmits, st_segments_share(retrans_ratio), retrans_per_s,
                   CASE WHEN coalesce(dsack_dups, 0) > 0
                        THEN printf('; the receiver already had %d of the segments resent (DSACK: late, not lost)', dsack_dups) ELSE '' END,
                   CASE WHEN coalesce(loss_recovery_s, 0) > 0

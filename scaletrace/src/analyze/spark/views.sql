@@ -6289,7 +6289,241 @@ WITH late_rank AS (
           )
         )
       ) IS NULL
-      OR 100 * st_retrans_peer.retrans_ratio IS NULL
+      OR (
+        COALESCE(
+          IF(
+            100 * (
+              st_retrans_peer.retrans_ratio
+            ) IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '%s%% of data segments',
+              CASE
+                WHEN (
+                  100 * (
+                    st_retrans_peer.retrans_ratio
+                  )
+                ) = 0
+                THEN '0'
+                WHEN (
+                  FLOOR(LOG(10, ABS((
+                    100 * (
+                      st_retrans_peer.retrans_ratio
+                    )
+                  )))) + IF(
+                    ABS((
+                      100 * (
+                        st_retrans_peer.retrans_ratio
+                      )
+                    )) / POWER(10, FLOOR(LOG(10, ABS((
+                      100 * (
+                        st_retrans_peer.retrans_ratio
+                      )
+                    ))))) >= 9.995,
+                    1,
+                    0
+                  )
+                ) >= -4
+                AND (
+                  FLOOR(LOG(10, ABS((
+                    100 * (
+                      st_retrans_peer.retrans_ratio
+                    )
+                  )))) + IF(
+                    ABS((
+                      100 * (
+                        st_retrans_peer.retrans_ratio
+                      )
+                    )) / POWER(10, FLOOR(LOG(10, ABS((
+                      100 * (
+                        st_retrans_peer.retrans_ratio
+                      )
+                    ))))) >= 9.995,
+                    1,
+                    0
+                  )
+                ) < 3
+                THEN REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    FORMAT_NUMBER(
+                      (
+                        100 * (
+                          st_retrans_peer.retrans_ratio
+                        )
+                      ),
+                      IF(
+                        (
+                          2 - (
+                            FLOOR(LOG(10, ABS((
+                              100 * (
+                                st_retrans_peer.retrans_ratio
+                              )
+                            )))) + IF(
+                              ABS((
+                                100 * (
+                                  st_retrans_peer.retrans_ratio
+                                )
+                              )) / POWER(10, FLOOR(LOG(10, ABS((
+                                100 * (
+                                  st_retrans_peer.retrans_ratio
+                                )
+                              ))))) >= 9.995,
+                              1,
+                              0
+                            )
+                          )
+                        ) > 0,
+                        CONCAT(
+                          '0.',
+                          REPEAT(
+                            '0',
+                            2 - (
+                              FLOOR(LOG(10, ABS((
+                                100 * (
+                                  st_retrans_peer.retrans_ratio
+                                )
+                              )))) + IF(
+                                ABS((
+                                  100 * (
+                                    st_retrans_peer.retrans_ratio
+                                  )
+                                )) / POWER(10, FLOOR(LOG(10, ABS((
+                                  100 * (
+                                    st_retrans_peer.retrans_ratio
+                                  )
+                                ))))) >= 9.995,
+                                1,
+                                0
+                              )
+                            )
+                          )
+                        ),
+                        '0'
+                      )
+                    ),
+                    '(\\.[0-9]*?)0+$',
+                    '$1'
+                  ),
+                  '\\.$',
+                  ''
+                )
+                ELSE CONCAT(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      FORMAT_NUMBER(
+                        (
+                          100 * (
+                            st_retrans_peer.retrans_ratio
+                          )
+                        ) / POWER(
+                          10,
+                          (
+                            FLOOR(LOG(10, ABS((
+                              100 * (
+                                st_retrans_peer.retrans_ratio
+                              )
+                            )))) + IF(
+                              ABS((
+                                100 * (
+                                  st_retrans_peer.retrans_ratio
+                                )
+                              )) / POWER(10, FLOOR(LOG(10, ABS((
+                                100 * (
+                                  st_retrans_peer.retrans_ratio
+                                )
+                              ))))) >= 9.995,
+                              1,
+                              0
+                            )
+                          )
+                        ),
+                        IF((
+                          2
+                        ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+                      ),
+                      '(\\.[0-9]*?)0+$',
+                      '$1'
+                    ),
+                    '\\.$',
+                    ''
+                  ),
+                  'e',
+                  IF(
+                    (
+                      FLOOR(LOG(10, ABS((
+                        100 * (
+                          st_retrans_peer.retrans_ratio
+                        )
+                      )))) + IF(
+                        ABS((
+                          100 * (
+                            st_retrans_peer.retrans_ratio
+                          )
+                        )) / POWER(10, FLOOR(LOG(10, ABS((
+                          100 * (
+                            st_retrans_peer.retrans_ratio
+                          )
+                        ))))) >= 9.995,
+                        1,
+                        0
+                      )
+                    ) < 0,
+                    '-',
+                    '+'
+                  ),
+                  IF(
+                    ABS(
+                      (
+                        FLOOR(LOG(10, ABS((
+                          100 * (
+                            st_retrans_peer.retrans_ratio
+                          )
+                        )))) + IF(
+                          ABS((
+                            100 * (
+                              st_retrans_peer.retrans_ratio
+                            )
+                          )) / POWER(10, FLOOR(LOG(10, ABS((
+                            100 * (
+                              st_retrans_peer.retrans_ratio
+                            )
+                          ))))) >= 9.995,
+                          1,
+                          0
+                        )
+                      )
+                    ) < 10,
+                    '0',
+                    ''
+                  ),
+                  CAST(ABS(
+                    (
+                      FLOOR(LOG(10, ABS((
+                        100 * (
+                          st_retrans_peer.retrans_ratio
+                        )
+                      )))) + IF(
+                        ABS((
+                          100 * (
+                            st_retrans_peer.retrans_ratio
+                          )
+                        )) / POWER(10, FLOOR(LOG(10, ABS((
+                          100 * (
+                            st_retrans_peer.retrans_ratio
+                          )
+                        ))))) >= 9.995,
+                        1,
+                        0
+                      )
+                    )
+                  ) AS STRING)
+                )
+              END
+            )
+          ),
+          'share of data segments not recorded'
+        )
+      ) IS NULL
       OR (
         CASE
           WHEN COALESCE((
@@ -6351,7 +6585,7 @@ WITH late_rank AS (
       ) IS NULL,
       NULL,
       FORMAT_STRING(
-        'peer %s%s: %d retransmits over %s from %s (%s%% of data segments)%s, burstiness %s, %s where throughput collapsed with them',
+        'peer %s%s: %d retransmits over %s from %s (%s)%s, burstiness %s, %s where throughput collapsed with them',
         st_retrans_peer.remote_addr,
         COALESCE(
           ' (' || (
@@ -6416,173 +6650,241 @@ WITH late_rank AS (
             )
           )
         ),
-        CASE
-          WHEN (
-            100 * st_retrans_peer.retrans_ratio
-          ) = 0
-          THEN '0'
-          WHEN (
-            FLOOR(LOG(10, ABS((
-              100 * st_retrans_peer.retrans_ratio
-            )))) + IF(
-              ABS((
-                100 * st_retrans_peer.retrans_ratio
-              )) / POWER(10, FLOOR(LOG(10, ABS((
-                100 * st_retrans_peer.retrans_ratio
-              ))))) >= 9.995,
-              1,
-              0
-            )
-          ) >= -4
-          AND (
-            FLOOR(LOG(10, ABS((
-              100 * st_retrans_peer.retrans_ratio
-            )))) + IF(
-              ABS((
-                100 * st_retrans_peer.retrans_ratio
-              )) / POWER(10, FLOOR(LOG(10, ABS((
-                100 * st_retrans_peer.retrans_ratio
-              ))))) >= 9.995,
-              1,
-              0
-            )
-          ) < 3
-          THEN REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              FORMAT_NUMBER(
-                (
-                  100 * st_retrans_peer.retrans_ratio
-                ),
-                IF(
-                  (
-                    2 - (
-                      FLOOR(LOG(10, ABS((
-                        100 * st_retrans_peer.retrans_ratio
-                      )))) + IF(
-                        ABS((
-                          100 * st_retrans_peer.retrans_ratio
-                        )) / POWER(10, FLOOR(LOG(10, ABS((
-                          100 * st_retrans_peer.retrans_ratio
-                        ))))) >= 9.995,
-                        1,
-                        0
-                      )
+        (
+          COALESCE(
+            IF(
+              100 * (
+                st_retrans_peer.retrans_ratio
+              ) IS NULL,
+              NULL,
+              FORMAT_STRING(
+                '%s%% of data segments',
+                CASE
+                  WHEN (
+                    100 * (
+                      st_retrans_peer.retrans_ratio
                     )
-                  ) > 0,
-                  CONCAT(
-                    '0.',
-                    REPEAT(
-                      '0',
-                      2 - (
+                  ) = 0
+                  THEN '0'
+                  WHEN (
+                    FLOOR(LOG(10, ABS((
+                      100 * (
+                        st_retrans_peer.retrans_ratio
+                      )
+                    )))) + IF(
+                      ABS((
+                        100 * (
+                          st_retrans_peer.retrans_ratio
+                        )
+                      )) / POWER(10, FLOOR(LOG(10, ABS((
+                        100 * (
+                          st_retrans_peer.retrans_ratio
+                        )
+                      ))))) >= 9.995,
+                      1,
+                      0
+                    )
+                  ) >= -4
+                  AND (
+                    FLOOR(LOG(10, ABS((
+                      100 * (
+                        st_retrans_peer.retrans_ratio
+                      )
+                    )))) + IF(
+                      ABS((
+                        100 * (
+                          st_retrans_peer.retrans_ratio
+                        )
+                      )) / POWER(10, FLOOR(LOG(10, ABS((
+                        100 * (
+                          st_retrans_peer.retrans_ratio
+                        )
+                      ))))) >= 9.995,
+                      1,
+                      0
+                    )
+                  ) < 3
+                  THEN REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      FORMAT_NUMBER(
+                        (
+                          100 * (
+                            st_retrans_peer.retrans_ratio
+                          )
+                        ),
+                        IF(
+                          (
+                            2 - (
+                              FLOOR(LOG(10, ABS((
+                                100 * (
+                                  st_retrans_peer.retrans_ratio
+                                )
+                              )))) + IF(
+                                ABS((
+                                  100 * (
+                                    st_retrans_peer.retrans_ratio
+                                  )
+                                )) / POWER(10, FLOOR(LOG(10, ABS((
+                                  100 * (
+                                    st_retrans_peer.retrans_ratio
+                                  )
+                                ))))) >= 9.995,
+                                1,
+                                0
+                              )
+                            )
+                          ) > 0,
+                          CONCAT(
+                            '0.',
+                            REPEAT(
+                              '0',
+                              2 - (
+                                FLOOR(LOG(10, ABS((
+                                  100 * (
+                                    st_retrans_peer.retrans_ratio
+                                  )
+                                )))) + IF(
+                                  ABS((
+                                    100 * (
+                                      st_retrans_peer.retrans_ratio
+                                    )
+                                  )) / POWER(10, FLOOR(LOG(10, ABS((
+                                    100 * (
+                                      st_retrans_peer.retrans_ratio
+                                    )
+                                  ))))) >= 9.995,
+                                  1,
+                                  0
+                                )
+                              )
+                            )
+                          ),
+                          '0'
+                        )
+                      ),
+                      '(\\.[0-9]*?)0+$',
+                      '$1'
+                    ),
+                    '\\.$',
+                    ''
+                  )
+                  ELSE CONCAT(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        FORMAT_NUMBER(
+                          (
+                            100 * (
+                              st_retrans_peer.retrans_ratio
+                            )
+                          ) / POWER(
+                            10,
+                            (
+                              FLOOR(LOG(10, ABS((
+                                100 * (
+                                  st_retrans_peer.retrans_ratio
+                                )
+                              )))) + IF(
+                                ABS((
+                                  100 * (
+                                    st_retrans_peer.retrans_ratio
+                                  )
+                                )) / POWER(10, FLOOR(LOG(10, ABS((
+                                  100 * (
+                                    st_retrans_peer.retrans_ratio
+                                  )
+                                ))))) >= 9.995,
+                                1,
+                                0
+                              )
+                            )
+                          ),
+                          IF((
+                            2
+                          ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+                        ),
+                        '(\\.[0-9]*?)0+$',
+                        '$1'
+                      ),
+                      '\\.$',
+                      ''
+                    ),
+                    'e',
+                    IF(
+                      (
                         FLOOR(LOG(10, ABS((
-                          100 * st_retrans_peer.retrans_ratio
+                          100 * (
+                            st_retrans_peer.retrans_ratio
+                          )
                         )))) + IF(
                           ABS((
-                            100 * st_retrans_peer.retrans_ratio
+                            100 * (
+                              st_retrans_peer.retrans_ratio
+                            )
                           )) / POWER(10, FLOOR(LOG(10, ABS((
-                            100 * st_retrans_peer.retrans_ratio
+                            100 * (
+                              st_retrans_peer.retrans_ratio
+                            )
+                          ))))) >= 9.995,
+                          1,
+                          0
+                        )
+                      ) < 0,
+                      '-',
+                      '+'
+                    ),
+                    IF(
+                      ABS(
+                        (
+                          FLOOR(LOG(10, ABS((
+                            100 * (
+                              st_retrans_peer.retrans_ratio
+                            )
+                          )))) + IF(
+                            ABS((
+                              100 * (
+                                st_retrans_peer.retrans_ratio
+                              )
+                            )) / POWER(10, FLOOR(LOG(10, ABS((
+                              100 * (
+                                st_retrans_peer.retrans_ratio
+                              )
+                            ))))) >= 9.995,
+                            1,
+                            0
+                          )
+                        )
+                      ) < 10,
+                      '0',
+                      ''
+                    ),
+                    CAST(ABS(
+                      (
+                        FLOOR(LOG(10, ABS((
+                          100 * (
+                            st_retrans_peer.retrans_ratio
+                          )
+                        )))) + IF(
+                          ABS((
+                            100 * (
+                              st_retrans_peer.retrans_ratio
+                            )
+                          )) / POWER(10, FLOOR(LOG(10, ABS((
+                            100 * (
+                              st_retrans_peer.retrans_ratio
+                            )
                           ))))) >= 9.995,
                           1,
                           0
                         )
                       )
-                    )
-                  ),
-                  '0'
-                )
-              ),
-              '(\\.[0-9]*?)0+$',
-              '$1'
-            ),
-            '\\.$',
-            ''
-          )
-          ELSE CONCAT(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                FORMAT_NUMBER(
-                  (
-                    100 * st_retrans_peer.retrans_ratio
-                  ) / POWER(
-                    10,
-                    (
-                      FLOOR(LOG(10, ABS((
-                        100 * st_retrans_peer.retrans_ratio
-                      )))) + IF(
-                        ABS((
-                          100 * st_retrans_peer.retrans_ratio
-                        )) / POWER(10, FLOOR(LOG(10, ABS((
-                          100 * st_retrans_peer.retrans_ratio
-                        ))))) >= 9.995,
-                        1,
-                        0
-                      )
-                    )
-                  ),
-                  IF((
-                    2
-                  ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
-                ),
-                '(\\.[0-9]*?)0+$',
-                '$1'
-              ),
-              '\\.$',
-              ''
-            ),
-            'e',
-            IF(
-              (
-                FLOOR(LOG(10, ABS((
-                  100 * st_retrans_peer.retrans_ratio
-                )))) + IF(
-                  ABS((
-                    100 * st_retrans_peer.retrans_ratio
-                  )) / POWER(10, FLOOR(LOG(10, ABS((
-                    100 * st_retrans_peer.retrans_ratio
-                  ))))) >= 9.995,
-                  1,
-                  0
-                )
-              ) < 0,
-              '-',
-              '+'
-            ),
-            IF(
-              ABS(
-                (
-                  FLOOR(LOG(10, ABS((
-                    100 * st_retrans_peer.retrans_ratio
-                  )))) + IF(
-                    ABS((
-                      100 * st_retrans_peer.retrans_ratio
-                    )) / POWER(10, FLOOR(LOG(10, ABS((
-                      100 * st_retrans_peer.retrans_ratio
-                    ))))) >= 9.995,
-                    1,
-                    0
+                    ) AS STRING)
                   )
-                )
-              ) < 10,
-              '0',
-              ''
-            ),
-            CAST(ABS(
-              (
-                FLOOR(LOG(10, ABS((
-                  100 * st_retrans_peer.retrans_ratio
-                )))) + IF(
-                  ABS((
-                    100 * st_retrans_peer.retrans_ratio
-                  )) / POWER(10, FLOOR(LOG(10, ABS((
-                    100 * st_retrans_peer.retrans_ratio
-                  ))))) >= 9.995,
-                  1,
-                  0
-                )
+                END
               )
-            ) AS STRING)
+            ),
+            'share of data segments not recorded'
           )
-        END,
+        ),
         (
           CASE
             WHEN COALESCE((
@@ -6695,7 +6997,241 @@ WITH late_rank AS (
         )
       ) IS NULL
       OR COALESCE(' sent toward ' || st_retrans_interface.toward, '') IS NULL
-      OR 100 * st_retrans_interface.retrans_ratio IS NULL
+      OR (
+        COALESCE(
+          IF(
+            100 * (
+              st_retrans_interface.retrans_ratio
+            ) IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '%s%% of data segments',
+              CASE
+                WHEN (
+                  100 * (
+                    st_retrans_interface.retrans_ratio
+                  )
+                ) = 0
+                THEN '0'
+                WHEN (
+                  FLOOR(LOG(10, ABS((
+                    100 * (
+                      st_retrans_interface.retrans_ratio
+                    )
+                  )))) + IF(
+                    ABS((
+                      100 * (
+                        st_retrans_interface.retrans_ratio
+                      )
+                    )) / POWER(10, FLOOR(LOG(10, ABS((
+                      100 * (
+                        st_retrans_interface.retrans_ratio
+                      )
+                    ))))) >= 9.995,
+                    1,
+                    0
+                  )
+                ) >= -4
+                AND (
+                  FLOOR(LOG(10, ABS((
+                    100 * (
+                      st_retrans_interface.retrans_ratio
+                    )
+                  )))) + IF(
+                    ABS((
+                      100 * (
+                        st_retrans_interface.retrans_ratio
+                      )
+                    )) / POWER(10, FLOOR(LOG(10, ABS((
+                      100 * (
+                        st_retrans_interface.retrans_ratio
+                      )
+                    ))))) >= 9.995,
+                    1,
+                    0
+                  )
+                ) < 3
+                THEN REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    FORMAT_NUMBER(
+                      (
+                        100 * (
+                          st_retrans_interface.retrans_ratio
+                        )
+                      ),
+                      IF(
+                        (
+                          2 - (
+                            FLOOR(LOG(10, ABS((
+                              100 * (
+                                st_retrans_interface.retrans_ratio
+                              )
+                            )))) + IF(
+                              ABS((
+                                100 * (
+                                  st_retrans_interface.retrans_ratio
+                                )
+                              )) / POWER(10, FLOOR(LOG(10, ABS((
+                                100 * (
+                                  st_retrans_interface.retrans_ratio
+                                )
+                              ))))) >= 9.995,
+                              1,
+                              0
+                            )
+                          )
+                        ) > 0,
+                        CONCAT(
+                          '0.',
+                          REPEAT(
+                            '0',
+                            2 - (
+                              FLOOR(LOG(10, ABS((
+                                100 * (
+                                  st_retrans_interface.retrans_ratio
+                                )
+                              )))) + IF(
+                                ABS((
+                                  100 * (
+                                    st_retrans_interface.retrans_ratio
+                                  )
+                                )) / POWER(10, FLOOR(LOG(10, ABS((
+                                  100 * (
+                                    st_retrans_interface.retrans_ratio
+                                  )
+                                ))))) >= 9.995,
+                                1,
+                                0
+                              )
+                            )
+                          )
+                        ),
+                        '0'
+                      )
+                    ),
+                    '(\\.[0-9]*?)0+$',
+                    '$1'
+                  ),
+                  '\\.$',
+                  ''
+                )
+                ELSE CONCAT(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      FORMAT_NUMBER(
+                        (
+                          100 * (
+                            st_retrans_interface.retrans_ratio
+                          )
+                        ) / POWER(
+                          10,
+                          (
+                            FLOOR(LOG(10, ABS((
+                              100 * (
+                                st_retrans_interface.retrans_ratio
+                              )
+                            )))) + IF(
+                              ABS((
+                                100 * (
+                                  st_retrans_interface.retrans_ratio
+                                )
+                              )) / POWER(10, FLOOR(LOG(10, ABS((
+                                100 * (
+                                  st_retrans_interface.retrans_ratio
+                                )
+                              ))))) >= 9.995,
+                              1,
+                              0
+                            )
+                          )
+                        ),
+                        IF((
+                          2
+                        ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+                      ),
+                      '(\\.[0-9]*?)0+$',
+                      '$1'
+                    ),
+                    '\\.$',
+                    ''
+                  ),
+                  'e',
+                  IF(
+                    (
+                      FLOOR(LOG(10, ABS((
+                        100 * (
+                          st_retrans_interface.retrans_ratio
+                        )
+                      )))) + IF(
+                        ABS((
+                          100 * (
+                            st_retrans_interface.retrans_ratio
+                          )
+                        )) / POWER(10, FLOOR(LOG(10, ABS((
+                          100 * (
+                            st_retrans_interface.retrans_ratio
+                          )
+                        ))))) >= 9.995,
+                        1,
+                        0
+                      )
+                    ) < 0,
+                    '-',
+                    '+'
+                  ),
+                  IF(
+                    ABS(
+                      (
+                        FLOOR(LOG(10, ABS((
+                          100 * (
+                            st_retrans_interface.retrans_ratio
+                          )
+                        )))) + IF(
+                          ABS((
+                            100 * (
+                              st_retrans_interface.retrans_ratio
+                            )
+                          )) / POWER(10, FLOOR(LOG(10, ABS((
+                            100 * (
+                              st_retrans_interface.retrans_ratio
+                            )
+                          ))))) >= 9.995,
+                          1,
+                          0
+                        )
+                      )
+                    ) < 10,
+                    '0',
+                    ''
+                  ),
+                  CAST(ABS(
+                    (
+                      FLOOR(LOG(10, ABS((
+                        100 * (
+                          st_retrans_interface.retrans_ratio
+                        )
+                      )))) + IF(
+                        ABS((
+                          100 * (
+                            st_retrans_interface.retrans_ratio
+                          )
+                        )) / POWER(10, FLOOR(LOG(10, ABS((
+                          100 * (
+                            st_retrans_interface.retrans_ratio
+                          )
+                        ))))) >= 9.995,
+                        1,
+                        0
+                      )
+                    )
+                  ) AS STRING)
+                )
+              END
+            )
+          ),
+          'share of data segments not recorded'
+        )
+      ) IS NULL
       OR (
         CASE
           WHEN COALESCE((
@@ -6757,7 +7293,7 @@ WITH late_rank AS (
       ) IS NULL,
       NULL,
       FORMAT_STRING(
-        'interface %s/%s: %d retransmits over %s%s (%s%% of data segments)%s, burstiness %s, %s where throughput collapsed with them',
+        'interface %s/%s: %d retransmits over %s%s (%s)%s, burstiness %s, %s where throughput collapsed with them',
         st_retrans_interface.host,
         st_retrans_interface.local_iface,
         st_retrans_interface.retransmits,
@@ -6788,173 +7324,241 @@ WITH late_rank AS (
           )
         ),
         COALESCE(' sent toward ' || st_retrans_interface.toward, ''),
-        CASE
-          WHEN (
-            100 * st_retrans_interface.retrans_ratio
-          ) = 0
-          THEN '0'
-          WHEN (
-            FLOOR(LOG(10, ABS((
-              100 * st_retrans_interface.retrans_ratio
-            )))) + IF(
-              ABS((
-                100 * st_retrans_interface.retrans_ratio
-              )) / POWER(10, FLOOR(LOG(10, ABS((
-                100 * st_retrans_interface.retrans_ratio
-              ))))) >= 9.995,
-              1,
-              0
-            )
-          ) >= -4
-          AND (
-            FLOOR(LOG(10, ABS((
-              100 * st_retrans_interface.retrans_ratio
-            )))) + IF(
-              ABS((
-                100 * st_retrans_interface.retrans_ratio
-              )) / POWER(10, FLOOR(LOG(10, ABS((
-                100 * st_retrans_interface.retrans_ratio
-              ))))) >= 9.995,
-              1,
-              0
-            )
-          ) < 3
-          THEN REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              FORMAT_NUMBER(
-                (
-                  100 * st_retrans_interface.retrans_ratio
-                ),
-                IF(
-                  (
-                    2 - (
-                      FLOOR(LOG(10, ABS((
-                        100 * st_retrans_interface.retrans_ratio
-                      )))) + IF(
-                        ABS((
-                          100 * st_retrans_interface.retrans_ratio
-                        )) / POWER(10, FLOOR(LOG(10, ABS((
-                          100 * st_retrans_interface.retrans_ratio
-                        ))))) >= 9.995,
-                        1,
-                        0
-                      )
+        (
+          COALESCE(
+            IF(
+              100 * (
+                st_retrans_interface.retrans_ratio
+              ) IS NULL,
+              NULL,
+              FORMAT_STRING(
+                '%s%% of data segments',
+                CASE
+                  WHEN (
+                    100 * (
+                      st_retrans_interface.retrans_ratio
                     )
-                  ) > 0,
-                  CONCAT(
-                    '0.',
-                    REPEAT(
-                      '0',
-                      2 - (
+                  ) = 0
+                  THEN '0'
+                  WHEN (
+                    FLOOR(LOG(10, ABS((
+                      100 * (
+                        st_retrans_interface.retrans_ratio
+                      )
+                    )))) + IF(
+                      ABS((
+                        100 * (
+                          st_retrans_interface.retrans_ratio
+                        )
+                      )) / POWER(10, FLOOR(LOG(10, ABS((
+                        100 * (
+                          st_retrans_interface.retrans_ratio
+                        )
+                      ))))) >= 9.995,
+                      1,
+                      0
+                    )
+                  ) >= -4
+                  AND (
+                    FLOOR(LOG(10, ABS((
+                      100 * (
+                        st_retrans_interface.retrans_ratio
+                      )
+                    )))) + IF(
+                      ABS((
+                        100 * (
+                          st_retrans_interface.retrans_ratio
+                        )
+                      )) / POWER(10, FLOOR(LOG(10, ABS((
+                        100 * (
+                          st_retrans_interface.retrans_ratio
+                        )
+                      ))))) >= 9.995,
+                      1,
+                      0
+                    )
+                  ) < 3
+                  THEN REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      FORMAT_NUMBER(
+                        (
+                          100 * (
+                            st_retrans_interface.retrans_ratio
+                          )
+                        ),
+                        IF(
+                          (
+                            2 - (
+                              FLOOR(LOG(10, ABS((
+                                100 * (
+                                  st_retrans_interface.retrans_ratio
+                                )
+                              )))) + IF(
+                                ABS((
+                                  100 * (
+                                    st_retrans_interface.retrans_ratio
+                                  )
+                                )) / POWER(10, FLOOR(LOG(10, ABS((
+                                  100 * (
+                                    st_retrans_interface.retrans_ratio
+                                  )
+                                ))))) >= 9.995,
+                                1,
+                                0
+                              )
+                            )
+                          ) > 0,
+                          CONCAT(
+                            '0.',
+                            REPEAT(
+                              '0',
+                              2 - (
+                                FLOOR(LOG(10, ABS((
+                                  100 * (
+                                    st_retrans_interface.retrans_ratio
+                                  )
+                                )))) + IF(
+                                  ABS((
+                                    100 * (
+                                      st_retrans_interface.retrans_ratio
+                                    )
+                                  )) / POWER(10, FLOOR(LOG(10, ABS((
+                                    100 * (
+                                      st_retrans_interface.retrans_ratio
+                                    )
+                                  ))))) >= 9.995,
+                                  1,
+                                  0
+                                )
+                              )
+                            )
+                          ),
+                          '0'
+                        )
+                      ),
+                      '(\\.[0-9]*?)0+$',
+                      '$1'
+                    ),
+                    '\\.$',
+                    ''
+                  )
+                  ELSE CONCAT(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        FORMAT_NUMBER(
+                          (
+                            100 * (
+                              st_retrans_interface.retrans_ratio
+                            )
+                          ) / POWER(
+                            10,
+                            (
+                              FLOOR(LOG(10, ABS((
+                                100 * (
+                                  st_retrans_interface.retrans_ratio
+                                )
+                              )))) + IF(
+                                ABS((
+                                  100 * (
+                                    st_retrans_interface.retrans_ratio
+                                  )
+                                )) / POWER(10, FLOOR(LOG(10, ABS((
+                                  100 * (
+                                    st_retrans_interface.retrans_ratio
+                                  )
+                                ))))) >= 9.995,
+                                1,
+                                0
+                              )
+                            )
+                          ),
+                          IF((
+                            2
+                          ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+                        ),
+                        '(\\.[0-9]*?)0+$',
+                        '$1'
+                      ),
+                      '\\.$',
+                      ''
+                    ),
+                    'e',
+                    IF(
+                      (
                         FLOOR(LOG(10, ABS((
-                          100 * st_retrans_interface.retrans_ratio
+                          100 * (
+                            st_retrans_interface.retrans_ratio
+                          )
                         )))) + IF(
                           ABS((
-                            100 * st_retrans_interface.retrans_ratio
+                            100 * (
+                              st_retrans_interface.retrans_ratio
+                            )
                           )) / POWER(10, FLOOR(LOG(10, ABS((
-                            100 * st_retrans_interface.retrans_ratio
+                            100 * (
+                              st_retrans_interface.retrans_ratio
+                            )
+                          ))))) >= 9.995,
+                          1,
+                          0
+                        )
+                      ) < 0,
+                      '-',
+                      '+'
+                    ),
+                    IF(
+                      ABS(
+                        (
+                          FLOOR(LOG(10, ABS((
+                            100 * (
+                              st_retrans_interface.retrans_ratio
+                            )
+                          )))) + IF(
+                            ABS((
+                              100 * (
+                                st_retrans_interface.retrans_ratio
+                              )
+                            )) / POWER(10, FLOOR(LOG(10, ABS((
+                              100 * (
+                                st_retrans_interface.retrans_ratio
+                              )
+                            ))))) >= 9.995,
+                            1,
+                            0
+                          )
+                        )
+                      ) < 10,
+                      '0',
+                      ''
+                    ),
+                    CAST(ABS(
+                      (
+                        FLOOR(LOG(10, ABS((
+                          100 * (
+                            st_retrans_interface.retrans_ratio
+                          )
+                        )))) + IF(
+                          ABS((
+                            100 * (
+                              st_retrans_interface.retrans_ratio
+                            )
+                          )) / POWER(10, FLOOR(LOG(10, ABS((
+                            100 * (
+                              st_retrans_interface.retrans_ratio
+                            )
                           ))))) >= 9.995,
                           1,
                           0
                         )
                       )
-                    )
-                  ),
-                  '0'
-                )
-              ),
-              '(\\.[0-9]*?)0+$',
-              '$1'
-            ),
-            '\\.$',
-            ''
-          )
-          ELSE CONCAT(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                FORMAT_NUMBER(
-                  (
-                    100 * st_retrans_interface.retrans_ratio
-                  ) / POWER(
-                    10,
-                    (
-                      FLOOR(LOG(10, ABS((
-                        100 * st_retrans_interface.retrans_ratio
-                      )))) + IF(
-                        ABS((
-                          100 * st_retrans_interface.retrans_ratio
-                        )) / POWER(10, FLOOR(LOG(10, ABS((
-                          100 * st_retrans_interface.retrans_ratio
-                        ))))) >= 9.995,
-                        1,
-                        0
-                      )
-                    )
-                  ),
-                  IF((
-                    2
-                  ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
-                ),
-                '(\\.[0-9]*?)0+$',
-                '$1'
-              ),
-              '\\.$',
-              ''
-            ),
-            'e',
-            IF(
-              (
-                FLOOR(LOG(10, ABS((
-                  100 * st_retrans_interface.retrans_ratio
-                )))) + IF(
-                  ABS((
-                    100 * st_retrans_interface.retrans_ratio
-                  )) / POWER(10, FLOOR(LOG(10, ABS((
-                    100 * st_retrans_interface.retrans_ratio
-                  ))))) >= 9.995,
-                  1,
-                  0
-                )
-              ) < 0,
-              '-',
-              '+'
-            ),
-            IF(
-              ABS(
-                (
-                  FLOOR(LOG(10, ABS((
-                    100 * st_retrans_interface.retrans_ratio
-                  )))) + IF(
-                    ABS((
-                      100 * st_retrans_interface.retrans_ratio
-                    )) / POWER(10, FLOOR(LOG(10, ABS((
-                      100 * st_retrans_interface.retrans_ratio
-                    ))))) >= 9.995,
-                    1,
-                    0
+                    ) AS STRING)
                   )
-                )
-              ) < 10,
-              '0',
-              ''
-            ),
-            CAST(ABS(
-              (
-                FLOOR(LOG(10, ABS((
-                  100 * st_retrans_interface.retrans_ratio
-                )))) + IF(
-                  ABS((
-                    100 * st_retrans_interface.retrans_ratio
-                  )) / POWER(10, FLOOR(LOG(10, ABS((
-                    100 * st_retrans_interface.retrans_ratio
-                  ))))) >= 9.995,
-                  1,
-                  0
-                )
+                END
               )
-            ) AS STRING)
+            ),
+            'share of data segments not recorded'
           )
-        END,
+        ),
         (
           CASE
             WHEN COALESCE((
@@ -7039,7 +7643,241 @@ WITH late_rank AS (
     IF(
       st_retrans_flow.flow_label IS NULL
       OR st_retrans_flow.retransmits IS NULL
-      OR 100 * st_retrans_flow.retrans_ratio IS NULL
+      OR (
+        COALESCE(
+          IF(
+            100 * (
+              st_retrans_flow.retrans_ratio
+            ) IS NULL,
+            NULL,
+            FORMAT_STRING(
+              '%s%% of data segments',
+              CASE
+                WHEN (
+                  100 * (
+                    st_retrans_flow.retrans_ratio
+                  )
+                ) = 0
+                THEN '0'
+                WHEN (
+                  FLOOR(LOG(10, ABS((
+                    100 * (
+                      st_retrans_flow.retrans_ratio
+                    )
+                  )))) + IF(
+                    ABS((
+                      100 * (
+                        st_retrans_flow.retrans_ratio
+                      )
+                    )) / POWER(10, FLOOR(LOG(10, ABS((
+                      100 * (
+                        st_retrans_flow.retrans_ratio
+                      )
+                    ))))) >= 9.995,
+                    1,
+                    0
+                  )
+                ) >= -4
+                AND (
+                  FLOOR(LOG(10, ABS((
+                    100 * (
+                      st_retrans_flow.retrans_ratio
+                    )
+                  )))) + IF(
+                    ABS((
+                      100 * (
+                        st_retrans_flow.retrans_ratio
+                      )
+                    )) / POWER(10, FLOOR(LOG(10, ABS((
+                      100 * (
+                        st_retrans_flow.retrans_ratio
+                      )
+                    ))))) >= 9.995,
+                    1,
+                    0
+                  )
+                ) < 3
+                THEN REGEXP_REPLACE(
+                  REGEXP_REPLACE(
+                    FORMAT_NUMBER(
+                      (
+                        100 * (
+                          st_retrans_flow.retrans_ratio
+                        )
+                      ),
+                      IF(
+                        (
+                          2 - (
+                            FLOOR(LOG(10, ABS((
+                              100 * (
+                                st_retrans_flow.retrans_ratio
+                              )
+                            )))) + IF(
+                              ABS((
+                                100 * (
+                                  st_retrans_flow.retrans_ratio
+                                )
+                              )) / POWER(10, FLOOR(LOG(10, ABS((
+                                100 * (
+                                  st_retrans_flow.retrans_ratio
+                                )
+                              ))))) >= 9.995,
+                              1,
+                              0
+                            )
+                          )
+                        ) > 0,
+                        CONCAT(
+                          '0.',
+                          REPEAT(
+                            '0',
+                            2 - (
+                              FLOOR(LOG(10, ABS((
+                                100 * (
+                                  st_retrans_flow.retrans_ratio
+                                )
+                              )))) + IF(
+                                ABS((
+                                  100 * (
+                                    st_retrans_flow.retrans_ratio
+                                  )
+                                )) / POWER(10, FLOOR(LOG(10, ABS((
+                                  100 * (
+                                    st_retrans_flow.retrans_ratio
+                                  )
+                                ))))) >= 9.995,
+                                1,
+                                0
+                              )
+                            )
+                          )
+                        ),
+                        '0'
+                      )
+                    ),
+                    '(\\.[0-9]*?)0+$',
+                    '$1'
+                  ),
+                  '\\.$',
+                  ''
+                )
+                ELSE CONCAT(
+                  REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      FORMAT_NUMBER(
+                        (
+                          100 * (
+                            st_retrans_flow.retrans_ratio
+                          )
+                        ) / POWER(
+                          10,
+                          (
+                            FLOOR(LOG(10, ABS((
+                              100 * (
+                                st_retrans_flow.retrans_ratio
+                              )
+                            )))) + IF(
+                              ABS((
+                                100 * (
+                                  st_retrans_flow.retrans_ratio
+                                )
+                              )) / POWER(10, FLOOR(LOG(10, ABS((
+                                100 * (
+                                  st_retrans_flow.retrans_ratio
+                                )
+                              ))))) >= 9.995,
+                              1,
+                              0
+                            )
+                          )
+                        ),
+                        IF((
+                          2
+                        ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+                      ),
+                      '(\\.[0-9]*?)0+$',
+                      '$1'
+                    ),
+                    '\\.$',
+                    ''
+                  ),
+                  'e',
+                  IF(
+                    (
+                      FLOOR(LOG(10, ABS((
+                        100 * (
+                          st_retrans_flow.retrans_ratio
+                        )
+                      )))) + IF(
+                        ABS((
+                          100 * (
+                            st_retrans_flow.retrans_ratio
+                          )
+                        )) / POWER(10, FLOOR(LOG(10, ABS((
+                          100 * (
+                            st_retrans_flow.retrans_ratio
+                          )
+                        ))))) >= 9.995,
+                        1,
+                        0
+                      )
+                    ) < 0,
+                    '-',
+                    '+'
+                  ),
+                  IF(
+                    ABS(
+                      (
+                        FLOOR(LOG(10, ABS((
+                          100 * (
+                            st_retrans_flow.retrans_ratio
+                          )
+                        )))) + IF(
+                          ABS((
+                            100 * (
+                              st_retrans_flow.retrans_ratio
+                            )
+                          )) / POWER(10, FLOOR(LOG(10, ABS((
+                            100 * (
+                              st_retrans_flow.retrans_ratio
+                            )
+                          ))))) >= 9.995,
+                          1,
+                          0
+                        )
+                      )
+                    ) < 10,
+                    '0',
+                    ''
+                  ),
+                  CAST(ABS(
+                    (
+                      FLOOR(LOG(10, ABS((
+                        100 * (
+                          st_retrans_flow.retrans_ratio
+                        )
+                      )))) + IF(
+                        ABS((
+                          100 * (
+                            st_retrans_flow.retrans_ratio
+                          )
+                        )) / POWER(10, FLOOR(LOG(10, ABS((
+                          100 * (
+                            st_retrans_flow.retrans_ratio
+                          )
+                        ))))) >= 9.995,
+                        1,
+                        0
+                      )
+                    )
+                  ) AS STRING)
+                )
+              END
+            )
+          ),
+          'share of data segments not recorded'
+        )
+      ) IS NULL
       OR st_retrans_flow.retrans_per_s IS NULL
       OR CASE
         WHEN COALESCE(st_retrans_flow.dsack_dups, 0) > 0
@@ -7090,176 +7928,244 @@ WITH late_rank AS (
       OR COALESCE(st_retrans_flow.windows_with_retrans, 0) IS NULL,
       NULL,
       FORMAT_STRING(
-        'flow %s: %d retransmits (%s%% of data segments, %s/s)%s%s%s, burstiness %s, throughput collapsed in %d of %d windows with retransmits',
+        'flow %s: %d retransmits (%s, %s/s)%s%s%s, burstiness %s, throughput collapsed in %d of %d windows with retransmits',
         st_retrans_flow.flow_label,
         st_retrans_flow.retransmits,
-        CASE
-          WHEN (
-            100 * st_retrans_flow.retrans_ratio
-          ) = 0
-          THEN '0'
-          WHEN (
-            FLOOR(LOG(10, ABS((
-              100 * st_retrans_flow.retrans_ratio
-            )))) + IF(
-              ABS((
-                100 * st_retrans_flow.retrans_ratio
-              )) / POWER(10, FLOOR(LOG(10, ABS((
-                100 * st_retrans_flow.retrans_ratio
-              ))))) >= 9.995,
-              1,
-              0
-            )
-          ) >= -4
-          AND (
-            FLOOR(LOG(10, ABS((
-              100 * st_retrans_flow.retrans_ratio
-            )))) + IF(
-              ABS((
-                100 * st_retrans_flow.retrans_ratio
-              )) / POWER(10, FLOOR(LOG(10, ABS((
-                100 * st_retrans_flow.retrans_ratio
-              ))))) >= 9.995,
-              1,
-              0
-            )
-          ) < 3
-          THEN REGEXP_REPLACE(
-            REGEXP_REPLACE(
-              FORMAT_NUMBER(
-                (
-                  100 * st_retrans_flow.retrans_ratio
-                ),
-                IF(
-                  (
-                    2 - (
-                      FLOOR(LOG(10, ABS((
-                        100 * st_retrans_flow.retrans_ratio
-                      )))) + IF(
-                        ABS((
-                          100 * st_retrans_flow.retrans_ratio
-                        )) / POWER(10, FLOOR(LOG(10, ABS((
-                          100 * st_retrans_flow.retrans_ratio
-                        ))))) >= 9.995,
-                        1,
-                        0
-                      )
+        (
+          COALESCE(
+            IF(
+              100 * (
+                st_retrans_flow.retrans_ratio
+              ) IS NULL,
+              NULL,
+              FORMAT_STRING(
+                '%s%% of data segments',
+                CASE
+                  WHEN (
+                    100 * (
+                      st_retrans_flow.retrans_ratio
                     )
-                  ) > 0,
-                  CONCAT(
-                    '0.',
-                    REPEAT(
-                      '0',
-                      2 - (
+                  ) = 0
+                  THEN '0'
+                  WHEN (
+                    FLOOR(LOG(10, ABS((
+                      100 * (
+                        st_retrans_flow.retrans_ratio
+                      )
+                    )))) + IF(
+                      ABS((
+                        100 * (
+                          st_retrans_flow.retrans_ratio
+                        )
+                      )) / POWER(10, FLOOR(LOG(10, ABS((
+                        100 * (
+                          st_retrans_flow.retrans_ratio
+                        )
+                      ))))) >= 9.995,
+                      1,
+                      0
+                    )
+                  ) >= -4
+                  AND (
+                    FLOOR(LOG(10, ABS((
+                      100 * (
+                        st_retrans_flow.retrans_ratio
+                      )
+                    )))) + IF(
+                      ABS((
+                        100 * (
+                          st_retrans_flow.retrans_ratio
+                        )
+                      )) / POWER(10, FLOOR(LOG(10, ABS((
+                        100 * (
+                          st_retrans_flow.retrans_ratio
+                        )
+                      ))))) >= 9.995,
+                      1,
+                      0
+                    )
+                  ) < 3
+                  THEN REGEXP_REPLACE(
+                    REGEXP_REPLACE(
+                      FORMAT_NUMBER(
+                        (
+                          100 * (
+                            st_retrans_flow.retrans_ratio
+                          )
+                        ),
+                        IF(
+                          (
+                            2 - (
+                              FLOOR(LOG(10, ABS((
+                                100 * (
+                                  st_retrans_flow.retrans_ratio
+                                )
+                              )))) + IF(
+                                ABS((
+                                  100 * (
+                                    st_retrans_flow.retrans_ratio
+                                  )
+                                )) / POWER(10, FLOOR(LOG(10, ABS((
+                                  100 * (
+                                    st_retrans_flow.retrans_ratio
+                                  )
+                                ))))) >= 9.995,
+                                1,
+                                0
+                              )
+                            )
+                          ) > 0,
+                          CONCAT(
+                            '0.',
+                            REPEAT(
+                              '0',
+                              2 - (
+                                FLOOR(LOG(10, ABS((
+                                  100 * (
+                                    st_retrans_flow.retrans_ratio
+                                  )
+                                )))) + IF(
+                                  ABS((
+                                    100 * (
+                                      st_retrans_flow.retrans_ratio
+                                    )
+                                  )) / POWER(10, FLOOR(LOG(10, ABS((
+                                    100 * (
+                                      st_retrans_flow.retrans_ratio
+                                    )
+                                  ))))) >= 9.995,
+                                  1,
+                                  0
+                                )
+                              )
+                            )
+                          ),
+                          '0'
+                        )
+                      ),
+                      '(\\.[0-9]*?)0+$',
+                      '$1'
+                    ),
+                    '\\.$',
+                    ''
+                  )
+                  ELSE CONCAT(
+                    REGEXP_REPLACE(
+                      REGEXP_REPLACE(
+                        FORMAT_NUMBER(
+                          (
+                            100 * (
+                              st_retrans_flow.retrans_ratio
+                            )
+                          ) / POWER(
+                            10,
+                            (
+                              FLOOR(LOG(10, ABS((
+                                100 * (
+                                  st_retrans_flow.retrans_ratio
+                                )
+                              )))) + IF(
+                                ABS((
+                                  100 * (
+                                    st_retrans_flow.retrans_ratio
+                                  )
+                                )) / POWER(10, FLOOR(LOG(10, ABS((
+                                  100 * (
+                                    st_retrans_flow.retrans_ratio
+                                  )
+                                ))))) >= 9.995,
+                                1,
+                                0
+                              )
+                            )
+                          ),
+                          IF((
+                            2
+                          ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
+                        ),
+                        '(\\.[0-9]*?)0+$',
+                        '$1'
+                      ),
+                      '\\.$',
+                      ''
+                    ),
+                    'e',
+                    IF(
+                      (
                         FLOOR(LOG(10, ABS((
-                          100 * st_retrans_flow.retrans_ratio
+                          100 * (
+                            st_retrans_flow.retrans_ratio
+                          )
                         )))) + IF(
                           ABS((
-                            100 * st_retrans_flow.retrans_ratio
+                            100 * (
+                              st_retrans_flow.retrans_ratio
+                            )
                           )) / POWER(10, FLOOR(LOG(10, ABS((
-                            100 * st_retrans_flow.retrans_ratio
+                            100 * (
+                              st_retrans_flow.retrans_ratio
+                            )
+                          ))))) >= 9.995,
+                          1,
+                          0
+                        )
+                      ) < 0,
+                      '-',
+                      '+'
+                    ),
+                    IF(
+                      ABS(
+                        (
+                          FLOOR(LOG(10, ABS((
+                            100 * (
+                              st_retrans_flow.retrans_ratio
+                            )
+                          )))) + IF(
+                            ABS((
+                              100 * (
+                                st_retrans_flow.retrans_ratio
+                              )
+                            )) / POWER(10, FLOOR(LOG(10, ABS((
+                              100 * (
+                                st_retrans_flow.retrans_ratio
+                              )
+                            ))))) >= 9.995,
+                            1,
+                            0
+                          )
+                        )
+                      ) < 10,
+                      '0',
+                      ''
+                    ),
+                    CAST(ABS(
+                      (
+                        FLOOR(LOG(10, ABS((
+                          100 * (
+                            st_retrans_flow.retrans_ratio
+                          )
+                        )))) + IF(
+                          ABS((
+                            100 * (
+                              st_retrans_flow.retrans_ratio
+                            )
+                          )) / POWER(10, FLOOR(LOG(10, ABS((
+                            100 * (
+                              st_retrans_flow.retrans_ratio
+                            )
                           ))))) >= 9.995,
                           1,
                           0
                         )
                       )
-                    )
-                  ),
-                  '0'
-                )
-              ),
-              '(\\.[0-9]*?)0+$',
-              '$1'
-            ),
-            '\\.$',
-            ''
-          )
-          ELSE CONCAT(
-            REGEXP_REPLACE(
-              REGEXP_REPLACE(
-                FORMAT_NUMBER(
-                  (
-                    100 * st_retrans_flow.retrans_ratio
-                  ) / POWER(
-                    10,
-                    (
-                      FLOOR(LOG(10, ABS((
-                        100 * st_retrans_flow.retrans_ratio
-                      )))) + IF(
-                        ABS((
-                          100 * st_retrans_flow.retrans_ratio
-                        )) / POWER(10, FLOOR(LOG(10, ABS((
-                          100 * st_retrans_flow.retrans_ratio
-                        ))))) >= 9.995,
-                        1,
-                        0
-                      )
-                    )
-                  ),
-                  IF((
-                    2
-                  ) > 0, CONCAT('0.', REPEAT('0', 2)), '0')
-                ),
-                '(\\.[0-9]*?)0+$',
-                '$1'
-              ),
-              '\\.$',
-              ''
-            ),
-            'e',
-            IF(
-              (
-                FLOOR(LOG(10, ABS((
-                  100 * st_retrans_flow.retrans_ratio
-                )))) + IF(
-                  ABS((
-                    100 * st_retrans_flow.retrans_ratio
-                  )) / POWER(10, FLOOR(LOG(10, ABS((
-                    100 * st_retrans_flow.retrans_ratio
-                  ))))) >= 9.995,
-                  1,
-                  0
-                )
-              ) < 0,
-              '-',
-              '+'
-            ),
-            IF(
-              ABS(
-                (
-                  FLOOR(LOG(10, ABS((
-                    100 * st_retrans_flow.retrans_ratio
-                  )))) + IF(
-                    ABS((
-                      100 * st_retrans_flow.retrans_ratio
-                    )) / POWER(10, FLOOR(LOG(10, ABS((
-                      100 * st_retrans_flow.retrans_ratio
-                    ))))) >= 9.995,
-                    1,
-                    0
+                    ) AS STRING)
                   )
-                )
-              ) < 10,
-              '0',
-              ''
-            ),
-            CAST(ABS(
-              (
-                FLOOR(LOG(10, ABS((
-                  100 * st_retrans_flow.retrans_ratio
-                )))) + IF(
-                  ABS((
-                    100 * st_retrans_flow.retrans_ratio
-                  )) / POWER(10, FLOOR(LOG(10, ABS((
-                    100 * st_retrans_flow.retrans_ratio
-                  ))))) >= 9.995,
-                  1,
-                  0
-                )
+                END
               )
-            ) AS STRING)
+            ),
+            'share of data segments not recorded'
           )
-        END,
+        ),
         FORMAT_NUMBER(st_retrans_flow.retrans_per_s, IF((
           1
         ) > 0, CONCAT('0.', REPEAT('0', 1)), '0')),
