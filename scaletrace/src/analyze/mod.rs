@@ -912,8 +912,10 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
     // or a reader that went away loses neither; warnings, where the report went and how long
     // it took are about the run (stderr).
     let mut out: Vec<u8> = Vec::new();
-    if let Some(t) = &triage {
-        let _ = write!(out, "{}", t.describe());
+    // printed first, and at the top of the report
+    let triage_lines = triage.as_ref().map(|t| t.describe());
+    if let Some(lines) = &triage_lines {
+        let _ = write!(out, "{lines}");
     }
     if let Some(b) = &baseline {
         match &triage {
@@ -1011,7 +1013,6 @@ fn analyze(args: AnalyzeArgs) -> Result<()> {
         write_atomically(path, serde_json::to_string_pretty(&findings)?.as_bytes())?;
     }
     if !args.no_report {
-        let triage_lines = triage.as_ref().map(|t| t.describe());
         let outcome = report::Outcome {
             overview: &overview,
             findings: &findings,

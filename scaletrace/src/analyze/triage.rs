@@ -156,6 +156,10 @@ impl Triage {
     }
 }
 
+/// The hosts of the store's flows and timelines: what is counted, and what the references are
+/// drawn from.
+const HOSTS: &str = "(SELECT host FROM flows UNION SELECT host FROM gpu_events)";
+
 #[derive(Deserialize)]
 struct Count {
     n: i64,
@@ -190,10 +194,7 @@ pub fn run(
     .context("creating the triage's table views")?;
     // before the triage's views, whose evidence is computed when created: a store read whole
     // pays for no pass over its windows
-    let hosts_in_store = count_of(
-        &db,
-        "SELECT count(*) AS n FROM (SELECT host FROM flows UNION SELECT host FROM gpu_events)",
-    )?;
+    let hosts_in_store = count_of(&db, &format!("SELECT count(*) AS n FROM {HOSTS}"))?;
     if mode == Mode::Auto && hosts_in_store <= AUTO_ABOVE_HOSTS {
         return Ok(None);
     }
@@ -203,14 +204,19 @@ pub fn run(
         &db,
         "SELECT count(*) AS n FROM (SELECT DISTINCT host, rank FROM gpu_events WHERE rank IS NOT NULL)",
     )?;
-    let sending_flows = count_of(
-        &db,
-        "SELECT count(*) AS n FROM st_triage_flow_evidence, st_params p WHERE bytes_sent >= p.min_flow_bytes",
-    )?;
-    let flows_without_windows = count_of(
-        &db,
-        "SELECT count(*) AS n FROM st_triage_flow_evidence, st_params p WHERE bytes_sent >= p.min_flow_bytes AND windows = 0",
-    )?;
+    #[derive(Deserialize)]
+    struct Coverage {
+        sending: i64,
+        without_windows: i64,
+    }
+    let coverage = db
+        .rows::<Coverage>(
+            "SELECT count(*) AS sending, count(*) FILTER (WHERE windows = 0) AS without_windows
+             FROM st_triage_flow_evidence, st_params p WHERE bytes_sent >= p.min_flow_bytes",
+        )?
+        .into_iter()
+        .next()
+        .context("triage: no count of the flows")?;
     let nodes: Vec<SuspectNode> = db
         .rows(&SUSPECT_NODES_SQL.replace("{top}", &SUSPECT_NODES.to_string()))
         .context("triage: the nodes")?;
@@ -258,8 +264,7 @@ pub fn run(
         drill.insert(r.host.clone());
     }
     let references: Vec<Host> = db.rows(&format!(
-        "SELECT host FROM (SELECT host FROM flows UNION SELECT host FROM gpu_events)
-         WHERE NOT {} ORDER BY hash(host), host LIMIT {REFERENCE_HOSTS}",
+        "SELECT host FROM {HOSTS} WHERE NOT {} ORDER BY hash(host), host LIMIT {REFERENCE_HOSTS}",
         sources::host_in(&drill)
     ))?;
     drill.extend(references.into_iter().map(|h| h.host));
@@ -268,8 +273,8 @@ pub fn run(
         ranks_in_store,
         suspects,
         drill,
-        flows_without_windows,
-        sending_flows,
+        flows_without_windows: coverage.without_windows,
+        sending_flows: coverage.sending,
         seconds: started.elapsed().as_secs_f64(),
     }))
 }

@@ -43,16 +43,22 @@ FROM st_triage_flow f LEFT JOIN q USING (host, flow_id);
 CREATE OR REPLACE TEMP TABLE st_triage_flow_evidence__computed AS SELECT * FROM st_triage_flow_evidence;
 CREATE OR REPLACE VIEW st_triage_flow_evidence AS SELECT * FROM st_triage_flow_evidence__computed;
 
+-- The hosts that recorded each node's links, with the evidence on those links: where the
+-- exact analysis finds a suspect node's queued samples and retransmits (a congested node's
+-- inbound flows are recorded by its senders).
+CREATE OR REPLACE VIEW st_triage_link AS
+SELECT node, host, sum(queued_s) AS queued_s, sum(retransmits) AS retransmits, sum(stall_s) AS stall_s
+FROM (SELECT node, host, queued_s, retransmits, stall_s FROM st_triage_flow_evidence
+      UNION ALL SELECT remote_node, host, queued_s, retransmits, stall_s FROM st_triage_flow_evidence)
+GROUP BY ALL;
+
 -- Each node's share of the fleet's queueing, losses and timeout stalls, counted at both ends
 -- of every flow (so the shares of all nodes add up to 2): a congested port, a lossy link or a
 -- slow NIC gathers its peers' evidence on itself, where evidence spread over the fleet (load
--- everywhere) gives no node much of it.
+-- everywhere) gives no node much of it. Its links' evidence over every host that recorded them.
 CREATE OR REPLACE VIEW st_triage_node AS
-WITH ends AS (
-    SELECT node, queued_s, retransmits, stall_s FROM st_triage_flow_evidence
-    UNION ALL SELECT remote_node, queued_s, retransmits, stall_s FROM st_triage_flow_evidence),
-n AS (SELECT node, sum(queued_s) AS queued_s, sum(retransmits) AS retransmits, sum(stall_s) AS stall_s
-      FROM ends GROUP BY node)
+WITH n AS (SELECT node, sum(queued_s) AS queued_s, sum(retransmits) AS retransmits, sum(stall_s) AS stall_s
+           FROM st_triage_link GROUP BY node)
 SELECT n.*,
        coalesce(n.queued_s / nullif(sum(n.queued_s) OVER (), 0), 0) AS queued_share,
        coalesce(n.retransmits / nullif(sum(n.retransmits) OVER (), 0), 0) AS loss_share,
@@ -86,12 +92,3 @@ r AS (SELECT host, rank, sum(excess_ns) / 1e9 AS excess_s, sum(deficit_ns) / 1e9
 SELECT r.*, coalesce(r.excess_s / nullif(sum(r.excess_s) OVER (), 0), 0) AS excess_share,
        coalesce(r.deficit_s / nullif(sum(r.deficit_s) OVER (), 0), 0) AS deficit_share
 FROM r, st_params p WHERE greatest(r.excess_s, r.deficit_s) >= p.min_lost_s;
-
--- The hosts that recorded each node's links, with the evidence on those links: where the
--- exact analysis finds a suspect node's queued samples and retransmits (a congested node's
--- inbound flows are recorded by its senders).
-CREATE OR REPLACE VIEW st_triage_link AS
-SELECT node, host, sum(queued_s) AS queued_s, sum(retransmits) AS retransmits, sum(stall_s) AS stall_s
-FROM (SELECT node, host, queued_s, retransmits, stall_s FROM st_triage_flow_evidence
-      UNION ALL SELECT remote_node, host, queued_s, retransmits, stall_s FROM st_triage_flow_evidence)
-GROUP BY ALL;
